@@ -1,0 +1,50 @@
+"""Config validation that runs before anything is compiled; every error names the field at fault."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any, Iterable
+
+import ml_collections
+
+
+class ConfigError(ValueError):
+  pass
+
+
+def get(config: ml_collections.ConfigDict, field: str) -> Any:
+  node = config
+  for part in field.split("."):
+    if part not in node:
+      raise ConfigError(f"config.{field}: missing (required by this method)")
+    node = node[part]
+  return node
+
+
+def require_positive(config, *fields: str) -> None:
+  for field in fields:
+    value = get(config, field)
+    if not isinstance(value, (int, float)) or value <= 0:
+      raise ConfigError(f"config.{field}: must be a positive number, got {value!r}")
+
+
+def require_fraction(config, field: str) -> None:
+  value = get(config, field)
+  if not 0 <= value <= 1:
+    raise ConfigError(f"config.{field}: must be in [0, 1], got {value!r}")
+
+
+def require_choice(config, field: str, choices: Iterable[str]) -> None:
+  value, choices = get(config, field), tuple(choices)
+  if value not in choices:
+    raise ConfigError(f"config.{field}: {value!r} is not one of {choices}")
+
+
+def require_dir(config, field: str, *must_contain: str, hint: str = "") -> pathlib.Path:
+  path = pathlib.Path(get(config, field)).expanduser()
+  if not path.is_dir():
+    raise ConfigError(f"config.{field}: directory {str(path)!r} does not exist{hint}")
+  for name in must_contain:
+    if not (path / name).exists():
+      raise ConfigError(f"config.{field}: {str(path)!r} has no {name!r}{hint}")
+  return path

@@ -1,0 +1,46 @@
+"""Length-bucketed padding, so jit compiles one program per bucket instead of one per batch.
+
+Measured on CPU (see brief): padding every utterance to 64 tokens is ~4x slower than buckets, and each new
+input shape costs a compile, so there are few buckets and the batch dimension is always padded to a fixed size.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+DEFAULT_BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+
+def length_buckets(max_length: int, buckets: Sequence[int] = DEFAULT_BUCKETS) -> tuple[int, ...]:
+  """The bucket lengths in use for a given ``max_length`` (which is always the last bucket)."""
+  return tuple(b for b in buckets if b < max_length) + (max_length,)
+
+
+def bucket_for(length: int, buckets: Sequence[int]) -> int:
+  """The smallest bucket that holds ``length`` tokens."""
+  for b in buckets:
+    if length <= b:
+      return b
+  raise ValueError(f"sequence of {length} tokens exceeds the largest bucket {buckets[-1]}")
+
+
+def pad_token_ids(sequences: Sequence[Sequence[int]], length: int, pad_id: int,
+                  batch_size: int | None = None) -> dict[str, np.ndarray]:
+  """Right-pads token id lists into ``input_ids``/``attention_mask`` int32 arrays of [batch_size, length].
+
+  Rows past ``len(sequences)`` are all padding (mask 0); pooled outputs of such rows are zero and callers
+  drop them.
+  """
+  rows = batch_size if batch_size is not None else len(sequences)
+  if rows < len(sequences):
+    raise ValueError(f"{len(sequences)} sequences do not fit batch_size={rows}")
+  input_ids = np.full((rows, length), pad_id, dtype=np.int32)
+  mask = np.zeros((rows, length), dtype=np.int32)
+  for i, seq in enumerate(sequences):
+    if len(seq) > length:
+      raise ValueError(f"sequence {i} has {len(seq)} tokens, longer than the padded length {length}")
+    input_ids[i, : len(seq)] = seq
+    mask[i, : len(seq)] = 1
+  return {"input_ids": input_ids, "attention_mask": mask}

@@ -1,0 +1,52 @@
+"""Pooling of token-level hidden states [B, L, H] into the vectors each method needs."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def mean_pool(hidden: jax.Array, attention_mask: jax.Array) -> jax.Array:
+  """Masked mean over real tokens (sentence-transformers' ``pooling_mode_mean_tokens``). [B, H]."""
+  mask = attention_mask.astype(jnp.float32)[..., None]
+  summed = jnp.sum(hidden.astype(jnp.float32) * mask, axis=-2)
+  return summed / jnp.maximum(jnp.sum(mask, axis=-2), 1e-9)
+
+
+def cls_pool(hidden: jax.Array, attention_mask: jax.Array | None = None) -> jax.Array:
+  """The first ([CLS] / <s>) token's vector. [B, H]."""
+  del attention_mask
+  return hidden[..., 0, :].astype(jnp.float32)
+
+
+def token_matrix(hidden: jax.Array, attention_mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """All token vectors with padding zeroed, plus the mask (late interaction keeps both). [B, L, H], [B, L]."""
+  mask = attention_mask.astype(hidden.dtype)[..., None]
+  return hidden * mask, attention_mask
+
+
+def span_first_last(hidden: jax.Array, starts: jax.Array, ends: jax.Array) -> jax.Array:
+  """Span vectors: concatenation of the first and last word-piece vectors (Retriever §4). [B, S, 2H].
+
+  ``starts``/``ends`` are [B, S] inclusive token indices into each row of ``hidden``.
+  """
+  first = jnp.take_along_axis(hidden, starts[..., None], axis=-2)
+  last = jnp.take_along_axis(hidden, ends[..., None], axis=-2)
+  return jnp.concatenate([first, last], axis=-1)
+
+
+def l2_normalize(x: jax.Array, eps: float = 1e-12) -> jax.Array:
+  """x / max(||x||, eps). Written with rsqrt of the squared norm so that all-zero rows (padding) get zero
+  gradients instead of NaN (d||x||/dx is undefined at 0)."""
+  squared = jnp.sum(jnp.square(x), axis=-1, keepdims=True)
+  return x * jax.lax.rsqrt(jnp.maximum(squared, eps * eps))
+
+
+POOLERS = {"mean": mean_pool, "cls": cls_pool}
+
+
+def get_pooler(name: str):
+  """A ``(hidden, mask) -> [B, H]`` pooler by name (``mean`` or ``cls``)."""
+  if name not in POOLERS:
+    raise ValueError(f"unknown pooling {name!r}; choose one of {sorted(POOLERS)}")
+  return POOLERS[name]

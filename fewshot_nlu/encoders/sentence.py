@@ -1,0 +1,63 @@
+"""``SentenceEncoder``: texts in, pooled vectors out (the sentence-transformers ``encode`` equivalent)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tqdm
+
+from fewshot_nlu.data import batching
+from fewshot_nlu.encoders import pooling, pretrained, transformer
+from fewshot_nlu.encoders.tokenizer import Tokenizer
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "dtype", "pool", "normalize"))
+def encode_batch(params, input_ids, attention_mask, *, cfg, dtype, pool: str, normalize: bool):
+  """One jitted forward + pooling (+ L2 normalisation) of a padded batch."""
+  hidden = transformer.TransformerEncoder(cfg, dtype).apply({"params": params}, input_ids, attention_mask)
+  vectors = pooling.get_pooler(pool)(hidden, attention_mask)
+  return pooling.l2_normalize(vectors) if normalize else vectors
+
+
+class SentenceEncoder:
+  """Encodes texts with length buckets: texts are sorted by length, cut into batches of ``batch_size`` and
+  each batch padded to the smallest bucket that fits it, so a handful of programs compile."""
+
+  def __init__(self, cfg: transformer.EncoderConfig, params: Any, tokenizer: Tokenizer, *,
+               pooling_mode: str = "mean", normalize: bool = True, max_length: int = 128,
+               batch_size: int = 64, dtype=jnp.float32):
+    pooling.get_pooler(pooling_mode)  # validate early
+    if max_length > cfg.max_length:
+      raise ValueError(f"max_length={max_length} exceeds the model's {cfg.max_length} positions")
+    self.cfg, self.tokenizer = cfg, tokenizer
+    self.params = jax.device_put(params)
+    self.pooling_mode, self.normalize = pooling_mode, normalize
+    self.max_length, self.batch_size, self.dtype = max_length, batch_size, dtype
+    self.buckets = batching.length_buckets(max_length)
+
+  @classmethod
+  def from_pretrained(cls, source: str = pretrained.DEFAULT_MODEL, **kwargs) -> "SentenceEncoder":
+    model = pretrained.load_pretrained(source)
+    return cls(model.config, model.params, model.tokenizer, **kwargs)
+
+  def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+    """[len(texts), H] float32 vectors, in input order."""
+    if isinstance(texts, str):
+      raise TypeError("encode() takes a sequence of texts, not a single string")
+    token_ids = self.tokenizer.encode(texts, self.max_length)
+    order = np.argsort([-len(t) for t in token_ids], kind="stable")
+    out = np.zeros((len(texts), self.cfg.hidden_size), np.float32)
+    starts = range(0, len(order), self.batch_size)
+    for start in tqdm.tqdm(starts, desc="encode", unit="batch", disable=not show_progress):
+      idx = order[start : start + self.batch_size]
+      chunk = [token_ids[i] for i in idx]
+      length = batching.bucket_for(max(len(t) for t in chunk), self.buckets)
+      batch = batching.pad_token_ids(chunk, length, self.tokenizer.pad_id, self.batch_size)
+      vectors = encode_batch(self.params, batch["input_ids"], batch["attention_mask"], cfg=self.cfg,
+                             dtype=self.dtype, pool=self.pooling_mode, normalize=self.normalize)
+      out[idx] = np.asarray(vectors)[: len(idx)]
+    return out

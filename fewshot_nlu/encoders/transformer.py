@@ -1,0 +1,247 @@
+"""Pure-functional Flax Transformer encoder for the BERT family (BERT, MiniLM) and RoBERTa family.
+
+The module is applied functionally: ``TransformerEncoder(cfg).apply({'params': params}, ...)``. Every
+parameter carries logical axis names (``nn.with_logical_partitioning``), which ``fewshot_nlu.sharding`` maps
+to mesh axes by rule, so the same params can be replicated, FSDP-sharded or tensor-parallel.
+
+Parameter names mirror the Hugging Face layout (see ``pretrained.HF_NAME_MAP``), so loading is a rename plus a
+transpose of dense kernels.
+
+Logical axes used:
+  ``vocab``      token-embedding rows
+  ``embed``      the model (hidden) dimension
+  ``joined_kv``  attention projection output (heads x head_dim)
+  ``mlp``        feed-forward inner dimension
+  ``positions``, ``token_types``  small embedding tables (never sharded by the default rules)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+ACTIVATIONS = {
+    "gelu": lambda x: nn.gelu(x, approximate=False),  # HF "gelu" is the exact erf form
+    "gelu_new": lambda x: nn.gelu(x, approximate=True),
+    "gelu_pytorch_tanh": lambda x: nn.gelu(x, approximate=True),
+    "relu": nn.relu,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderConfig:
+  """Architecture of a BERT/RoBERTa-family encoder (the fields of a HF ``config.json`` we use)."""
+
+  vocab_size: int
+  hidden_size: int
+  num_layers: int
+  num_heads: int
+  intermediate_size: int
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  layer_norm_eps: float = 1e-12
+  hidden_dropout: float = 0.1
+  attention_dropout: float = 0.1
+  hidden_act: str = "gelu"
+  pad_token_id: int = 0
+  # "bert": positions 0..L-1.  "roberta": positions start at pad_token_id + 1 and count only real tokens
+  # (HF ``create_position_ids_from_input_ids``); padding positions get pad_token_id.
+  position_style: str = "bert"
+  model_type: str = "bert"
+
+  def __post_init__(self):
+    if self.hidden_size % self.num_heads:
+      raise ValueError(
+          f"hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}")
+    if self.hidden_act not in ACTIVATIONS:
+      raise ValueError(f"hidden_act={self.hidden_act!r} unsupported; known: {sorted(ACTIVATIONS)}")
+    if self.position_style not in ("bert", "roberta"):
+      raise ValueError(f"position_style={self.position_style!r} must be 'bert' or 'roberta'")
+
+  @property
+  def max_length(self) -> int:
+    """Longest input (in tokens, specials included) the position table allows."""
+    if self.position_style == "roberta":
+      return self.max_position_embeddings - self.pad_token_id - 1
+    return self.max_position_embeddings
+
+  @classmethod
+  def from_hf(cls, hf: dict[str, Any]) -> "EncoderConfig":
+    """Builds the config from a Hugging Face ``config.json`` dict (BERT, RoBERTa, XLM-R layouts)."""
+    model_type = hf.get("model_type", "bert")
+    if model_type not in ("bert", "roberta", "xlm-roberta", "camembert"):
+      raise ValueError(
+          f"model_type={model_type!r} is not a BERT- or RoBERTa-family encoder; supported: "
+          "bert, roberta, xlm-roberta, camembert")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+      raise ValueError(
+          f"position_embedding_type={hf['position_embedding_type']!r} unsupported (only 'absolute')")
+    is_roberta = model_type != "bert"
+    return cls(
+        vocab_size=hf["vocab_size"],
+        hidden_size=hf["hidden_size"],
+        num_layers=hf["num_hidden_layers"],
+        num_heads=hf["num_attention_heads"],
+        intermediate_size=hf["intermediate_size"],
+        max_position_embeddings=hf.get("max_position_embeddings", 512),
+        type_vocab_size=hf.get("type_vocab_size", 2),
+        layer_norm_eps=hf.get("layer_norm_eps", 1e-12),
+        hidden_dropout=hf.get("hidden_dropout_prob", 0.1),
+        attention_dropout=hf.get("attention_probs_dropout_prob", 0.1),
+        hidden_act=hf.get("hidden_act", "gelu"),
+        pad_token_id=hf.get("pad_token_id", 1 if is_roberta else 0),
+        position_style="roberta" if is_roberta else "bert",
+        model_type=model_type,
+    )
+
+  def to_hf(self) -> dict[str, Any]:
+    """The inverse of ``from_hf``: a HF ``config.json`` dict for this architecture."""
+    return {
+        "model_type": self.model_type,
+        "architectures": ["RobertaModel" if self.position_style == "roberta" else "BertModel"],
+        "vocab_size": self.vocab_size,
+        "hidden_size": self.hidden_size,
+        "num_hidden_layers": self.num_layers,
+        "num_attention_heads": self.num_heads,
+        "intermediate_size": self.intermediate_size,
+        "max_position_embeddings": self.max_position_embeddings,
+        "type_vocab_size": self.type_vocab_size,
+        "layer_norm_eps": self.layer_norm_eps,
+        "hidden_dropout_prob": self.hidden_dropout,
+        "attention_probs_dropout_prob": self.attention_dropout,
+        "hidden_act": self.hidden_act,
+        "pad_token_id": self.pad_token_id,
+        "position_embedding_type": "absolute",
+    }
+
+
+def _dense(features: int, axes: tuple[str, str], dtype, name: str) -> nn.Dense:
+  return nn.Dense(
+      features,
+      dtype=dtype,
+      kernel_init=nn.with_logical_partitioning(nn.initializers.normal(0.02), axes),
+      bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), (axes[1],)),
+      name=name,
+  )
+
+
+def _layer_norm(eps: float, dtype, name: str) -> nn.LayerNorm:
+  return nn.LayerNorm(
+      epsilon=eps,
+      dtype=dtype,
+      scale_init=nn.with_logical_partitioning(nn.initializers.ones_init(), ("embed",)),
+      bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("embed",)),
+      name=name,
+  )
+
+
+def _embed(num: int, features: int, axes: tuple[str, str], dtype, name: str) -> nn.Embed:
+  return nn.Embed(
+      num, features, dtype=dtype,
+      embedding_init=nn.with_logical_partitioning(nn.initializers.normal(0.02), axes), name=name)
+
+
+def position_ids(attention_mask: jax.Array, cfg: EncoderConfig) -> jax.Array:
+  """Position ids for a right-padded batch, following the checkpoint family's convention."""
+  length = attention_mask.shape[-1]
+  if cfg.position_style == "roberta":
+    mask = attention_mask.astype(jnp.int32)
+    return jnp.cumsum(mask, axis=-1) * mask + cfg.pad_token_id
+  return jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), attention_mask.shape)
+
+
+class Embeddings(nn.Module):
+  cfg: EncoderConfig
+  dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, input_ids, attention_mask, token_type_ids, deterministic: bool):
+    cfg = self.cfg
+    words = _embed(cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"), self.dtype,
+                   "word_embeddings")(input_ids)
+    positions = _embed(cfg.max_position_embeddings, cfg.hidden_size, ("positions", "embed"),
+                       self.dtype, "position_embeddings")(position_ids(attention_mask, cfg))
+    if token_type_ids is None:
+      token_type_ids = jnp.zeros_like(input_ids)
+    types = _embed(cfg.type_vocab_size, cfg.hidden_size, ("token_types", "embed"), self.dtype,
+                   "token_type_embeddings")(token_type_ids)
+    x = _layer_norm(cfg.layer_norm_eps, self.dtype, "LayerNorm")(words + positions + types)
+    return nn.Dropout(cfg.hidden_dropout)(x, deterministic=deterministic)
+
+
+class SelfAttention(nn.Module):
+  cfg: EncoderConfig
+  dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x, attention_mask, deterministic: bool):
+    cfg = self.cfg
+    head_dim = cfg.hidden_size // cfg.num_heads
+    split = lambda t: t.reshape(t.shape[:-1] + (cfg.num_heads, head_dim))
+    q = split(_dense(cfg.hidden_size, ("embed", "joined_kv"), self.dtype, "query")(x))
+    k = split(_dense(cfg.hidden_size, ("embed", "joined_kv"), self.dtype, "key")(x))
+    v = split(_dense(cfg.hidden_size, ("embed", "joined_kv"), self.dtype, "value")(x))
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) / jnp.sqrt(head_dim)
+    key_is_pad = attention_mask[:, None, None, :] == 0
+    logits = jnp.where(key_is_pad, jnp.finfo(jnp.float32).min, logits)
+    probs = jax.nn.softmax(logits, axis=-1)
+    probs = nn.Dropout(cfg.attention_dropout)(probs, deterministic=deterministic)
+    context = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(self.dtype), v)
+    context = context.reshape(context.shape[:-2] + (cfg.hidden_size,))
+    return _dense(cfg.hidden_size, ("joined_kv", "embed"), self.dtype, "output")(context)
+
+
+class TransformerLayer(nn.Module):
+  """Post-LayerNorm block (BERT): x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
+
+  cfg: EncoderConfig
+  dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x, attention_mask, deterministic: bool):
+    cfg = self.cfg
+    attended = SelfAttention(cfg, self.dtype, name="attention")(x, attention_mask, deterministic)
+    attended = nn.Dropout(cfg.hidden_dropout)(attended, deterministic=deterministic)
+    x = _layer_norm(cfg.layer_norm_eps, self.dtype, "attention_norm")(x + attended)
+    h = _dense(cfg.intermediate_size, ("embed", "mlp"), self.dtype, "intermediate")(x)
+    h = ACTIVATIONS[cfg.hidden_act](h)
+    h = _dense(cfg.hidden_size, ("mlp", "embed"), self.dtype, "output")(h)
+    h = nn.Dropout(cfg.hidden_dropout)(h, deterministic=deterministic)
+    return _layer_norm(cfg.layer_norm_eps, self.dtype, "output_norm")(x + h)
+
+
+class TransformerEncoder(nn.Module):
+  """Token-level encoder: ``(input_ids, attention_mask[, token_type_ids]) -> [B, L, H]`` hidden states.
+
+  ``dtype`` is the compute dtype (``jnp.bfloat16`` for bf16 compute); params stay float32. Attention
+  logits and softmax are always float32. Pass ``deterministic=False`` and a ``'dropout'`` rng to train.
+  """
+
+  cfg: EncoderConfig
+  dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, input_ids, attention_mask, token_type_ids=None, deterministic: bool = True):
+    x = Embeddings(self.cfg, self.dtype, name="embeddings")(
+        input_ids, attention_mask, token_type_ids, deterministic)
+    for i in range(self.cfg.num_layers):
+      x = TransformerLayer(self.cfg, self.dtype, name=f"layer_{i}")(x, attention_mask, deterministic)
+    return x
+
+
+def init_params(cfg: EncoderConfig, rng: jax.Array, length: int = 8):
+  """Randomly initialised, unboxed params (for tests and training from scratch)."""
+  ids = jnp.zeros((1, length), jnp.int32)
+  boxed = TransformerEncoder(cfg).init(rng, ids, jnp.ones_like(ids))["params"]
+  return nn.meta.unbox(boxed)
+
+
+def logical_axes(cfg: EncoderConfig):
+  """The logical-axis ``PartitionSpec`` of every parameter, as a pytree shaped like the params."""
+  ids = jnp.zeros((1, 8), jnp.int32)
+  boxed = jax.eval_shape(lambda: TransformerEncoder(cfg).init(jax.random.key(0), ids, ids + 1))
+  return nn.get_partition_spec(boxed["params"])

@@ -1,0 +1,70 @@
+"""Command-line entry point.
+
+  python -m fewshot_nlu.main --config=configs/default.py --workdir=runs/default [--config.field=value ...]
+
+Everything the run writes goes under ``--workdir``: the resolved config, checkpoints (resumed automatically),
+metrics (JSONL + TensorBoard), the exported model and a results file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+import sys
+
+from absl import app, flags
+from ml_collections import config_flags
+
+config_flags.DEFINE_config_file("config", None, "Path to a config file (configs/*.py).", lock_config=True)
+flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics, exported model and results.")
+flags.mark_flags_as_required(["config", "workdir"])
+FLAGS = flags.FLAGS
+
+
+def setup_jax(config) -> None:
+  """Process-level JAX settings from the config; must run before the first computation."""
+  import jax
+  if config.get("compilation_cache_dir"):
+    jax.config.update("jax_compilation_cache_dir", os.path.expanduser(config.compilation_cache_dir))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+  if config.distributed.enabled:
+    from fewshot_nlu import sharding
+    sharding.initialize_distributed(config.distributed.coordinator_address or None,
+                                    config.distributed.num_processes or None,
+                                    config.distributed.process_id if config.distributed.process_id >= 0
+                                    else None)
+
+
+def run(config, workdir: str | pathlib.Path) -> dict:
+  """Validates the config (before any compile), records it in the workdir, and runs the method."""
+  from fewshot_nlu.methods import get_method
+  method = get_method(config.method)
+  method.validate(config)
+  workdir = pathlib.Path(workdir)
+  setup_jax(config)
+  import jax
+  if jax.process_index() == 0:
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.json").write_text(config.to_json_best_effort(indent=2) + "\n")
+  return method.run(config, workdir)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  from absl import logging as absl_logging
+  absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save step at INFO
+  logging.getLogger("fewshot_nlu").setLevel(logging.INFO)
+  from fewshot_nlu.config_checks import ConfigError
+  try:
+    results = run(FLAGS.config, FLAGS.workdir)
+  except ConfigError as e:
+    print(f"config error: {e}", file=sys.stderr)
+    sys.exit(2)
+  print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+  app.run(main)

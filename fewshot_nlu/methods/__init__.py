@@ -1,0 +1,16 @@
+"""Method registry: ``config.method`` names a module with ``validate(config)`` and ``run(config, workdir)``."""
+
+from __future__ import annotations
+
+import importlib
+
+METHODS = {
+    "intent_mneg": "fewshot_nlu.methods.intent_mneg",
+}
+
+
+def get_method(name: str):
+  if name not in METHODS:
+    from fewshot_nlu.config_checks import ConfigError
+    raise ConfigError(f"config.method: {name!r} is not one of {sorted(METHODS)}")
+  return importlib.import_module(METHODS[name])
