@@ -48,7 +48,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.loss.exclude_positive = True  # Eq. (1) as printed; False = sentence-transformers' MNRL
 
   config.eval = ml_collections.ConfigDict()
-  config.eval.batch_size = 64
+  config.eval.batch_size = 32
+  config.eval.before_training = True  # also report the untouched encoder's 1-NN accuracy
 
   config.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "model": 1})
   config.sharding = ml_collections.ConfigDict()

@@ -52,7 +52,8 @@ def initialize_distributed(coordinator_address: str | None = None, num_processes
 
 
 def make_mesh(shape: dict[str, int] | None = None, devices: Sequence[jax.Device] | None = None) -> Mesh:
-  """A mesh with axes ``data, fsdp, model``; one size may be -1 (all remaining devices).
+  """A mesh with axes ``data, fsdp, model``; one size may be -1 (all remaining devices). Explicit sizes that
+  need fewer devices than available use the first ones (with a warning).
 
   ``make_mesh({'data': -1})`` is plain data parallelism over every device.
   """
@@ -69,10 +70,13 @@ def make_mesh(shape: dict[str, int] | None = None, devices: Sequence[jax.Device]
     if len(devices) % known:
       raise ValueError(f"mesh {shape}: {len(devices)} devices are not divisible by {known}")
     sizes[sizes.index(-1)] = len(devices) // known
-  if int(np.prod(sizes)) != len(devices):
-    raise ValueError(f"mesh {dict(zip(MESH_AXES, sizes))} needs {int(np.prod(sizes))} devices, "
+  needed = int(np.prod(sizes))
+  if needed > len(devices):
+    raise ValueError(f"mesh {dict(zip(MESH_AXES, sizes))} needs {needed} devices, "
                      f"{len(devices)} available")
-  return Mesh(np.asarray(devices).reshape(sizes), MESH_AXES)
+  if needed < len(devices):
+    log.warning("mesh %s uses %d of %d devices", dict(zip(MESH_AXES, sizes)), needed, len(devices))
+  return Mesh(np.asarray(devices[:needed]).reshape(sizes), MESH_AXES)
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:

@@ -10,10 +10,15 @@ from typing import Sequence
 
 import numpy as np
 
-DEFAULT_BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+# Training: a train step compiles in ~3.5 s on CPU, so few, coarse buckets.
+TRAIN_BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+# Inference: a forward compiles in ~0.4 s (and is cached across processes), while padding costs every call:
+# fine buckets for short utterances. Measured (bench/encode.py, 2,000 CLINC150 utterances, mean 10.8 tokens):
+# 347 sentences/s with TRAIN_BUCKETS vs 518/s with these.
+INFERENCE_BUCKETS = tuple(range(8, 33, 2)) + (40, 48, 56, 64, 80, 96, 128, 160, 192, 256, 320, 384, 448, 512)
 
 
-def length_buckets(max_length: int, buckets: Sequence[int] = DEFAULT_BUCKETS) -> tuple[int, ...]:
+def length_buckets(max_length: int, buckets: Sequence[int] = TRAIN_BUCKETS) -> tuple[int, ...]:
   """The bucket lengths in use for a given ``max_length`` (which is always the last bucket)."""
   return tuple(b for b in buckets if b < max_length) + (max_length,)
 

@@ -24,12 +24,13 @@ def encode_batch(params, input_ids, attention_mask, *, cfg, dtype, pool: str, no
 
 
 class SentenceEncoder:
-  """Encodes texts with length buckets: texts are sorted by length, cut into batches of ``batch_size`` and
-  each batch padded to the smallest bucket that fits it, so a handful of programs compile."""
+  """Encodes texts with length buckets: texts are sorted by token count, cut into batches of ``batch_size``
+  and each batch padded to the smallest of ``batching.INFERENCE_BUCKETS`` that fits it, so a bounded set of
+  programs compiles (each once per process, or once ever with the persistent compilation cache)."""
 
   def __init__(self, cfg: transformer.EncoderConfig, params: Any, tokenizer: Tokenizer, *,
                pooling_mode: str = "mean", normalize: bool = True, max_length: int = 128,
-               batch_size: int = 64, dtype=jnp.float32):
+               batch_size: int = 32, dtype=jnp.float32):
     pooling.get_pooler(pooling_mode)  # validate early
     if max_length > cfg.max_length:
       raise ValueError(f"max_length={max_length} exceeds the model's {cfg.max_length} positions")
@@ -37,7 +38,7 @@ class SentenceEncoder:
     self.params = jax.device_put(params)
     self.pooling_mode, self.normalize = pooling_mode, normalize
     self.max_length, self.batch_size, self.dtype = max_length, batch_size, dtype
-    self.buckets = batching.length_buckets(max_length)
+    self.buckets = batching.length_buckets(max_length, batching.INFERENCE_BUCKETS)
 
   @classmethod
   def from_pretrained(cls, source: str = pretrained.DEFAULT_MODEL, **kwargs) -> "SentenceEncoder":
@@ -57,6 +58,8 @@ class SentenceEncoder:
       chunk = [token_ids[i] for i in idx]
       length = batching.bucket_for(max(len(t) for t in chunk), self.buckets)
       batch = batching.pad_token_ids(chunk, length, self.tokenizer.pad_id, self.batch_size)
+      # Synchronous on purpose: with 2 CPU cores, letting the host run ahead (async dispatch) competes with
+      # XLA's compute threads and measured ~10% slower in bench/encode.py.
       vectors = encode_batch(self.params, batch["input_ids"], batch["attention_mask"], cfg=self.cfg,
                              dtype=self.dtype, pool=self.pooling_mode, normalize=self.normalize)
       out[idx] = np.asarray(vectors)[: len(idx)]

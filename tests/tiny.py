@@ -1,0 +1,149 @@
+"""Tiny random checkpoints in Hugging Face format, written by the tests themselves.
+
+Tensors are named and laid out exactly as HF's BertModel / RobertaModel save them (written here by hand,
+independently of ``fewshot_nlu.encoders.pretrained``), so loading them tests the name mapping for real.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import safetensors.numpy
+import tokenizers
+from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+CORPUS = [
+    "i want to transfer money to my savings account", "what is the weather like in boston tomorrow",
+    "book a table for two at an italian restaurant", "play some jazz music please",
+    "my card has not arrived yet", "how do i reset my pin", "set an alarm for seven am",
+    "cancel my order", "what time is it", "thanks a lot", "hi", "is there a fee for top ups",
+]
+
+HIDDEN, LAYERS, HEADS, INTERMEDIATE, POSITIONS = 32, 2, 4, 64, 64
+
+
+def bert_tokenizer() -> tokenizers.Tokenizer:
+  words = sorted({w for s in CORPUS for w in s.split()})
+  vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words)}
+  tok = tokenizers.Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+  tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+  tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+  tok.post_processor = processors.TemplateProcessing(
+      single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+      special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+  tok.decoder = decoders.WordPiece()
+  tok.enable_padding(length=POSITIONS, pad_id=0, pad_token="[PAD]")  # like the shipped MiniLM: must be undone
+  return tok
+
+
+def roberta_tokenizer() -> tokenizers.Tokenizer:
+  tok = tokenizers.Tokenizer(models.BPE(unk_token=None))
+  tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+  tok.decoder = decoders.ByteLevel()
+  trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+  tok.train_from_iterator(CORPUS, trainer)
+  tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+  return tok
+
+
+def hf_tensors(kind: str, vocab_size: int, seed: int = 0) -> dict[str, np.ndarray]:
+  """Random weights under HF names, torch layout ([out, in] for Linear)."""
+  rng = np.random.default_rng(seed)
+  normal = lambda *shape: rng.normal(0, 0.2, shape).astype(np.float32)
+  prefix = "roberta." if kind == "roberta" else ""
+  positions = POSITIONS + 2 if kind == "roberta" else POSITIONS
+  t = {
+      "embeddings.word_embeddings.weight": normal(vocab_size, HIDDEN),
+      "embeddings.position_embeddings.weight": normal(positions, HIDDEN),
+      "embeddings.token_type_embeddings.weight": normal(1 if kind == "roberta" else 2, HIDDEN),
+      "embeddings.LayerNorm.weight": 1 + normal(HIDDEN), "embeddings.LayerNorm.bias": normal(HIDDEN),
+  }
+  for i in range(LAYERS):
+    p = f"encoder.layer.{i}."
+    for name in ("attention.self.query", "attention.self.key", "attention.self.value",
+                 "attention.output.dense"):
+      t[p + name + ".weight"] = normal(HIDDEN, HIDDEN)
+      t[p + name + ".bias"] = normal(HIDDEN)
+    t[p + "attention.output.LayerNorm.weight"] = 1 + normal(HIDDEN)
+    t[p + "attention.output.LayerNorm.bias"] = normal(HIDDEN)
+    t[p + "intermediate.dense.weight"] = normal(INTERMEDIATE, HIDDEN)
+    t[p + "intermediate.dense.bias"] = normal(INTERMEDIATE)
+    t[p + "output.dense.weight"] = normal(HIDDEN, INTERMEDIATE)
+    t[p + "output.dense.bias"] = normal(HIDDEN)
+    t[p + "output.LayerNorm.weight"] = 1 + normal(HIDDEN)
+    t[p + "output.LayerNorm.bias"] = normal(HIDDEN)
+  t = {prefix + k: v for k, v in t.items()}
+  t[prefix + "embeddings.position_ids"] = np.arange(positions, dtype=np.int64)[None]  # a buffer
+  return t
+
+
+def hf_config(kind: str, vocab_size: int) -> dict:
+  config = {"model_type": kind, "vocab_size": vocab_size, "hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
+            "num_attention_heads": HEADS, "intermediate_size": INTERMEDIATE, "hidden_act": "gelu",
+            "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "layer_norm_eps": 1e-12}
+  if kind == "roberta":
+    config.update(max_position_embeddings=POSITIONS + 2, type_vocab_size=1, pad_token_id=1,
+                  layer_norm_eps=1e-5)
+  else:
+    config.update(max_position_embeddings=POSITIONS, type_vocab_size=2, pad_token_id=0)
+  return config
+
+
+def write_checkpoint(directory: pathlib.Path, kind: str, tensors: dict | None = None) -> pathlib.Path:
+  tok = roberta_tokenizer() if kind == "roberta" else bert_tokenizer()
+  vocab_size = tok.get_vocab_size()
+  tok.save(str(directory / "tokenizer.json"))
+  (directory / "config.json").write_text(json.dumps(hf_config(kind, vocab_size)))
+  safetensors.numpy.save_file(tensors if tensors is not None else hf_tensors(kind, vocab_size),
+                              str(directory / "model.safetensors"))
+  return directory
+
+
+# ------------------------------------------------------------------------- numpy reference forward pass
+
+def _layer_norm(x, w, b, eps):
+  mu = x.mean(-1, keepdims=True)
+  var = ((x - mu) ** 2).mean(-1, keepdims=True)
+  return (x - mu) / np.sqrt(var + eps) * w + b
+
+
+def _gelu(x):
+  from math import erf, sqrt
+  return 0.5 * x * (1 + np.vectorize(erf)(x / sqrt(2)))
+
+
+def reference_forward(tensors: dict, config: dict, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+  """BertModel / RobertaModel last hidden state in float64 numpy, straight from the HF definitions."""
+  prefix = "roberta." if config["model_type"] == "roberta" else ""
+  w = {k[len(prefix):]: v.astype(np.float64) for k, v in tensors.items() if k.startswith(prefix)}
+  eps = config["layer_norm_eps"]
+  if config["model_type"] == "roberta":
+    pad = config["pad_token_id"]
+    not_pad = (input_ids != pad).astype(np.int64)
+    positions = np.cumsum(not_pad, axis=1) * not_pad + pad
+  else:
+    positions = np.broadcast_to(np.arange(input_ids.shape[1]), input_ids.shape)
+  x = (w["embeddings.word_embeddings.weight"][input_ids] + w["embeddings.position_embeddings.weight"][positions]
+       + w["embeddings.token_type_embeddings.weight"][np.zeros_like(input_ids)])
+  x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
+  heads, d = config["num_attention_heads"], config["hidden_size"] // config["num_attention_heads"]
+  linear = lambda h, name: h @ w[name + ".weight"].T + w[name + ".bias"]
+  b, l, _ = x.shape
+  bias = np.where(mask[:, None, None, :] == 0, -1e30, 0.0)
+  for i in range(config["num_hidden_layers"]):
+    p = f"encoder.layer.{i}."
+    split = lambda h: h.reshape(b, l, heads, d).transpose(0, 2, 1, 3)
+    q, k, v = (split(linear(x, p + f"attention.self.{n}")) for n in ("query", "key", "value"))
+    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + bias
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(b, l, heads * d)
+    x = _layer_norm(x + linear(ctx, p + "attention.output.dense"), w[p + "attention.output.LayerNorm.weight"],
+                    w[p + "attention.output.LayerNorm.bias"], eps)
+    h = _gelu(linear(x, p + "intermediate.dense"))
+    x = _layer_norm(x + linear(h, p + "output.dense"), w[p + "output.LayerNorm.weight"],
+                    w[p + "output.LayerNorm.bias"], eps)
+  return x
