@@ -100,3 +100,15 @@ def test_directory_without_config(tmp_path):
 def test_packaged_default_resolves():
   directory = pretrained.resolve_model_dir("minilm-l6")
   assert (directory / "model.safetensors").exists() and (directory / "tokenizer.json").exists()
+
+
+def test_vocab_file_tokenizer_without_tokenizer_json(tiny_bert_dir, tmp_path):
+  d = _copy(tiny_bert_dir, tmp_path / "v")
+  vocab = json.loads((d / "tokenizer.json").read_text())["model"]["vocab"]
+  (d / "vocab.txt").write_text("".join(t + "\n" for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])))
+  (d / "tokenizer.json").unlink()
+  from_vocab = pretrained.load_pretrained(str(d)).tokenizer
+  from_json = pretrained.load_pretrained(str(tiny_bert_dir)).tokenizer
+  texts = ["Cancel my order", "what time is it"]
+  assert from_vocab.encode(texts, 16) == from_json.encode(texts, 16)
+  assert from_vocab.pad_id == 0

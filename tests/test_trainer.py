@@ -144,3 +144,5 @@ def test_hard_crash_resumes_from_last_periodic_checkpoint(uninterrupted, tmp_pat
   assert Checkpointer(tmp_path, 3).latest_step() == 3
   params, _ = _train(tmp_path, model)
   _assert_same(params, expected)
+  steps = [json.loads(l)["step"] for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert steps == list(range(1, 7))  # steps 4-5 of the crashed run were dropped, then redone

@@ -48,6 +48,7 @@ def train(*, training: Training, stream: EpochStream,
   if latest is not None:
     state, data_state = checkpointer.restore(training.abstract_state, latest)
     stream.set_state(data_state)
+    writer.truncate_after(latest)
     log.info("resumed from step %d (epoch %d, batch %d)", latest, stream.epoch, stream.batch)
   else:
     state = training.init_state()

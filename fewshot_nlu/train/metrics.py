@@ -26,6 +26,17 @@ class MetricWriter:
         from tensorboardX import SummaryWriter
         self._tb = SummaryWriter(str(pathlib.Path(workdir) / "tensorboard"))
 
+  def truncate_after(self, step: int) -> None:
+    """Drops JSONL lines logged after ``step`` (by a run that died before its next checkpoint), so a resumed
+    run's metrics file has each step once."""
+    if not self.enabled:
+      return
+    self._file.close()
+    lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = [l for l in lines if json.loads(l)["step"] <= step]
+    self.path.write_text("".join(kept), encoding="utf-8")
+    self._file = open(self.path, "a", encoding="utf-8")
+
   def write(self, step: int, metrics: dict[str, Any], prefix: str = "") -> None:
     if not self.enabled:
       return
