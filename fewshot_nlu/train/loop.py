@@ -39,7 +39,7 @@ def _sigterm_as_interrupt():
 def train(*, training: Training, stream: EpochStream,
           total_steps: int, mesh, checkpointer: Checkpointer, writer: MetricWriter,
           log_every: int = 10, description: str = "train") -> Any:
-  """Runs ``train_step`` until ``total_steps``, resuming from the latest checkpoint if there is one.
+  """Runs ``training.step`` until ``total_steps``, resuming from the latest checkpoint if there is one.
 
   Checkpoints (state + stream position) every ``save_every`` steps (the checkpointer's interval), at the end,
   and on KeyboardInterrupt / SIGTERM before re-raising. Returns the final state.
@@ -57,6 +57,15 @@ def train(*, training: Training, stream: EpochStream,
   pending: list[dict] = []
   bar = tqdm.tqdm(total=total_steps, initial=step, desc=description, unit="step",
                   disable=jax.process_index() != 0, dynamic_ncols=True)
+
+  def log_pending():
+    nonlocal pending
+    if pending:
+      means = {k: float(np.mean([jax.device_get(m[k]) for m in pending])) for k in pending[0]}
+      writer.write(step, means, prefix="train/")
+      bar.set_postfix(loss=f"{means['loss']:.4f}", lr=f"{means['learning_rate']:.2e}")
+      pending = []
+
   try:
     with _sigterm_as_interrupt():
       while step < total_steps:
@@ -67,14 +76,12 @@ def train(*, training: Training, stream: EpochStream,
         pending.append(metrics)
         bar.update(1)
         if step % log_every == 0 or step == total_steps:
-          means = {k: float(np.mean([jax.device_get(m[k]) for m in pending])) for k in pending[0]}
-          writer.write(step, means, prefix="train/")
-          bar.set_postfix(loss=f"{means['loss']:.4f}", lr=f"{means['learning_rate']:.2e}")
-          pending = []
+          log_pending()
         checkpointer.save(step, state, data_state, force=step == total_steps)
   except KeyboardInterrupt:
     log.warning("interrupted at step %d: saving a checkpoint before stopping", step)
     try:
+      log_pending()
       if checkpointer.latest_step() != step:
         checkpointer.save(step, state, data_state, force=True)
       checkpointer.wait()
