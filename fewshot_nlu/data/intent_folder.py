@@ -19,23 +19,32 @@ class IntentSplit:
     return sorted(set(self.labels))
 
 
-def _read_lines(path: pathlib.Path) -> list[str]:
+def read_lines(path: pathlib.Path) -> list[str]:
+  """Non-empty, stripped lines of a UTF-8 file; errors name the file and line (missing file, undecodable
+  bytes, empty line)."""
+  path = pathlib.Path(path)
   if not path.exists():
     raise FileNotFoundError(f"{path}: missing (expected one line per example)")
-  lines = path.read_text(encoding="utf-8").split("\n")
-  if lines and lines[-1] == "":
-    lines.pop()
-  for number, line in enumerate(lines, start=1):
-    if not line.strip():
+  raw = path.read_bytes().split(b"\n")
+  if raw and raw[-1] in (b"", b"\r"):
+    raw.pop()
+  lines = []
+  for number, line in enumerate(raw, start=1):
+    try:
+      text = line.decode("utf-8").strip()
+    except UnicodeDecodeError as e:
+      raise ValueError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    if not text:
       raise ValueError(f"{path}:{number}: empty line (every line must hold one example)")
-  return [line.strip() for line in lines]
+    lines.append(text)
+  return lines
 
 
 def read_intent_split(directory: str | pathlib.Path) -> IntentSplit:
   """Reads ``directory/seq.in`` and ``directory/label``; errors name the file and line at fault."""
   directory = pathlib.Path(directory)
-  texts = _read_lines(directory / "seq.in")
-  labels = _read_lines(directory / "label")
+  texts = read_lines(directory / "seq.in")
+  labels = read_lines(directory / "label")
   if len(texts) != len(labels):
     raise ValueError(f"{directory}: seq.in has {len(texts)} lines but label has {len(labels)}; "
                      "they must be line-aligned")

@@ -1,0 +1,106 @@
+"""Common machinery of fewshot_nlu's TFDS builders.
+
+Every builder is a ``tfds.core.GeneratorBasedBuilder`` writing ``array_record`` files, read back through
+``as_data_source()`` (random access, no TensorFlow). Raw files are found, in this order:
+  1. ``raw_dir=`` given to the builder (a user's own folder);
+  2. ``$FEWSHOT_NLU_DATA/<RAW_FOLDER>`` (in this repository's CI: ``../shared/data/<RAW_FOLDER>``);
+  3. ``../shared/data/<RAW_FOLDER>`` relative to the working directory;
+  4. the public download URLs of the original files (``DOWNLOAD_URLS``), fetched by TFDS's download manager
+     when online.
+Prepared datasets go to ``data_dir=`` or ``$FEWSHOT_NLU_TFDS_DIR`` (default ``~/tensorflow_datasets``).
+
+Every example carries an ``index`` (its position in the raw file, or a running number), because array_record
+files are written in hashed-key order: ``load_split`` returns examples in raw order, decoded to Python str.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any, ClassVar
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+DATA_ENV = "FEWSHOT_NLU_DATA"
+TFDS_ENV = "FEWSHOT_NLU_TFDS_DIR"
+DEFAULT_RAW_ROOT = pathlib.Path("..") / "shared" / "data"
+
+
+def raw_root() -> pathlib.Path:
+  """The folder holding the raw dataset folders (``BANKING77/``, ``CLINC150/``, ...)."""
+  return pathlib.Path(os.environ.get(DATA_ENV, DEFAULT_RAW_ROOT)).expanduser()
+
+
+def tfds_dir() -> str:
+  return os.path.expanduser(os.environ.get(TFDS_ENV, "~/tensorflow_datasets"))
+
+
+class RawFolderBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+  """Base of all builders: resolves the raw folder (see module docstring)."""
+
+  RAW_FOLDER: ClassVar[str] = ""
+  # Public URLs of the original files: {key: url}; ``_download_raw`` maps them into the raw layout.
+  DOWNLOAD_URLS: ClassVar[dict[str, str]] = {}
+  MANUAL_DOWNLOAD_INSTRUCTIONS = (
+      "Point raw_dir= (or $FEWSHOT_NLU_DATA) at the folder holding the raw files; see "
+      "shared/data/README.md for the layout.")
+
+  def __init__(self, *, raw_dir: str | os.PathLike | None = None, **kwargs):
+    kwargs.setdefault("file_format", "array_record")
+    kwargs.setdefault("data_dir", tfds_dir())
+    self._raw_dir_arg = pathlib.Path(raw_dir).expanduser() if raw_dir is not None else None
+    super().__init__(**kwargs)
+
+  def raw_dir(self, dl_manager: tfds.download.DownloadManager | None = None) -> pathlib.Path:
+    """The local folder with the raw files (downloading them if needed and possible)."""
+    if self._raw_dir_arg is not None:
+      if not self._raw_dir_arg.is_dir():
+        raise FileNotFoundError(f"raw_dir {str(self._raw_dir_arg)!r} is not a directory")
+      return self._raw_dir_arg
+    candidate = raw_root() / self.RAW_FOLDER
+    if candidate.is_dir():
+      return candidate
+    if self.DOWNLOAD_URLS and dl_manager is not None:
+      return self._download_raw(dl_manager)
+    raise FileNotFoundError(
+        f"{self.name}: raw folder {str(candidate)!r} not found. Set ${DATA_ENV} to the folder holding "
+        f"{self.RAW_FOLDER}/, or pass raw_dir=" + (", or build online to download it" if self.DOWNLOAD_URLS
+                                                   else ""))
+
+  def _download_raw(self, dl_manager: tfds.download.DownloadManager) -> pathlib.Path:
+    """Downloads ``DOWNLOAD_URLS`` and returns a folder in the raw layout. Builders whose original files
+    need reshaping override this."""
+    paths = dl_manager.download_and_extract(self.DOWNLOAD_URLS)
+    first = pathlib.Path(next(iter(paths.values())))
+    return first if first.is_dir() else first.parent
+
+
+def decode(value: Any) -> Any:
+  """TFDS data-source values -> plain Python (bytes -> str, arrays -> lists, recursively)."""
+  if isinstance(value, bytes):
+    return value.decode("utf-8")
+  if isinstance(value, dict):
+    return {k: decode(v) for k, v in value.items()}
+  if isinstance(value, np.ndarray):
+    if value.dtype.kind in "SO":
+      return [decode(v) for v in value.tolist()]
+    return value.tolist() if value.ndim else value.item()
+  if isinstance(value, (list, tuple)):
+    return [decode(v) for v in value]
+  if isinstance(value, np.generic):
+    return value.item()
+  return value
+
+
+def prepare(builder: tfds.core.DatasetBuilder) -> tfds.core.DatasetBuilder:
+  """Builds the array_record files once (a no-op when they exist)."""
+  builder.download_and_prepare(file_format="array_record")
+  return builder
+
+
+def load_split(builder: tfds.core.DatasetBuilder, split: str) -> list[dict[str, Any]]:
+  """All examples of ``split`` as decoded dicts, in raw-file order (by ``index``)."""
+  source = prepare(builder).as_data_source(split=split)
+  examples = [decode(source[i]) for i in range(len(source))]
+  return sorted(examples, key=lambda e: e["index"])
