@@ -3,7 +3,9 @@
 Run (from the repository root, data in ../shared/data or $FEWSHOT_NLU_DATA):
   python -m fewshot_nlu.main --config=configs/default.py --workdir=runs/default
 Overrides, e.g.:
-  --config.data.dataset=HWU64 --config.train.epochs=3 --config.mesh.data=8
+  --config.data.builder=hwu64 --config.train.epochs=3 --config.mesh.data=8
+Your own data (one subfolder per split, each with seq.in + label):
+  --config.data.builder=intent_folder --config.data.raw_dir=path/to/folder
 """
 
 import os
@@ -24,8 +26,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.max_length = 48  # ConvFiT §3 (Stage 2)
 
   config.data = ml_collections.ConfigDict()
-  config.data.dir = os.environ.get("FEWSHOT_NLU_DATA", "../shared/data")
-  config.data.dataset = "BANKING77"
+  config.data.builder = "banking77"  # see fewshot_nlu/data/builders/__init__.py; "intent_folder" for your own
+  config.data.dir = os.environ.get("FEWSHOT_NLU_DATA", "../shared/data")  # holds BANKING77/, CLINC150/, ...
+  config.data.raw_dir = ""  # a dataset folder of your own (overrides data.dir)
+  config.data.tfds_dir = ""  # prepared array_record files; default $FEWSHOT_NLU_TFDS_DIR or ~/tensorflow_datasets
   config.data.train_split = "train_10"
   config.data.eval_split = "test"
 

@@ -41,7 +41,7 @@ def run(config, workdir: str | pathlib.Path) -> dict:
   """Validates the config (before any compile), records it in the workdir, and runs the method."""
   from fewshot_nlu.methods import get_method
   method = get_method(config.method)
-  method.validate(config)
+  method.validate(config)  # fails before anything is compiled (it may prepare dataset files)
   workdir = pathlib.Path(workdir)
   setup_jax(config)
   import jax

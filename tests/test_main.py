@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import pathlib
 import subprocess
 import sys
@@ -54,8 +55,9 @@ def _toy_dataset(root: pathlib.Path, train: dict[str, list[str]], test: dict[str
 
 def _toy_config(data_dir, model):
   config = default_config.get_config()
-  config.data.dir = str(data_dir)
-  config.data.dataset = "TOY"
+  config.data.builder = "intent_folder"
+  config.data.raw_dir = str(data_dir / "TOY")
+  config.data.tfds_dir = str(data_dir / "tfds")
   config.data.train_split = "train"
   config.data.eval_split = "test"
   config.model.name = str(model)
@@ -70,14 +72,15 @@ def _toy_config(data_dir, model):
 @pytest.mark.parametrize("field,value,message", [
     ("train.batch_size", 0, "config.train.batch_size: must be a positive number"),
     ("train.decay", "exponential", "config.train.decay: 'exponential' is not one of"),
-    ("data.eval_split", "dev", "config.data.eval_split:"),
+    ("data.eval_split", "dev", "config.data.eval_split: 'dev' is not a split of intent_folder; available: ['test', 'train']"),
+    ("data.builder", "imagenet", "config.data.builder: 'imagenet' is not one of"),
     ("method", "magic", "config.method: 'magic' is not one of"),
 ])
 def test_config_errors_name_the_field(tmp_path, tiny_bert_dir, field, value, message):
   config = _toy_config(_toy_dataset(tmp_path / "data", {"a": ["x"]}, {"a": ["y"]}), tiny_bert_dir)
   section, _, name = field.rpartition(".")
   (config[section] if section else config)[name] = value
-  with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+  with pytest.raises(ConfigError, match=re.escape(message)):
     main.run(config, tmp_path / "w")
 
 

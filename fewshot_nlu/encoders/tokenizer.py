@@ -11,6 +11,7 @@ import json
 import pathlib
 from typing import Sequence
 
+import numpy as np
 import tokenizers
 
 _PAD_NAMES = ("[PAD]", "<pad>")
@@ -75,6 +76,42 @@ class Tokenizer:
       self.backend.enable_truncation(max_length=max_length)
       self._max_length = max_length
     return [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=True)]
+
+  def encode_words(self, word_lists: Sequence[Sequence[str]], max_length: int
+                   ) -> list[tuple[list[int], list[tuple[int, int]]]]:
+    """Pre-split words -> (token ids, per word its (first, last) word-piece position), specials included.
+
+    Retriever's span vectors use a span's first and last word pieces; this maps word spans onto them. The
+    words are joined by single spaces and tokenised as that text (so ids equal ``encode`` of the sentence,
+    for WordPiece and byte-level BPE alike); tokens are assigned to words by character offsets. Words cut off
+    by truncation get (-1, -1).
+    """
+    texts, starts = [], []
+    for words in word_lists:
+      if any(not w or any(c.isspace() for c in w) for w in words):
+        raise ValueError(f"words must be non-empty and contain no whitespace: {list(words)!r}")
+      offsets, position = [], 0
+      for w in words:
+        offsets.append(position)
+        position += len(w) + 1
+      texts.append(" ".join(words))
+      starts.append(np.array(offsets))
+    if self._max_length != max_length:
+      self.backend.enable_truncation(max_length=max_length)
+      self._max_length = max_length
+    out = []
+    for words, word_starts, encoding in zip(
+        word_lists, starts, self.backend.encode_batch(texts, add_special_tokens=True)):
+      spans = [[-1, -1] for _ in words]
+      for position, ((begin, end), special) in enumerate(zip(encoding.offsets, encoding.special_tokens_mask)):
+        if special or end <= begin:
+          continue
+        word = int(np.searchsorted(word_starts, end - 1, side="right") - 1)
+        if spans[word][0] < 0:
+          spans[word][0] = position
+        spans[word][1] = position
+      out.append((encoding.ids, [tuple(s) for s in spans]))
+    return out
 
   def describe(self) -> str:
     return json.dumps({"vocab_size": self.vocab_size, "pad_id": self.pad_id, "mask_id": self.mask_id,

@@ -20,7 +20,9 @@ import numpy as np
 
 from fewshot_nlu import config_checks, sharding
 from fewshot_nlu.data import batching
-from fewshot_nlu.data.intent_folder import IntentSplit, read_intent_split
+from fewshot_nlu.data import builders
+from fewshot_nlu.data.builders import base
+from fewshot_nlu.data.intent_folder import IntentSplit
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
@@ -36,16 +38,8 @@ DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
-  """Every check that needs no model or compile."""
-  data_dir = config_checks.require_dir(
-      config, "data.dir", hint=" (set --config.data.dir or the FEWSHOT_NLU_DATA environment variable to "
-      "the folder holding the raw datasets)")
-  for field in ("data.train_split", "data.eval_split"):
-    split = data_dir / config.data.dataset / config_checks.get(config, field)
-    if not (split / "seq.in").exists() or not (split / "label").exists():
-      raise config_checks.ConfigError(
-          f"config.{field}: {str(split)!r} has no seq.in + label files "
-          f"(config.data.dataset={config.data.dataset!r})")
+  """Every check that needs no model or compile (preparing the dataset files is allowed)."""
+  config_checks.require_choice(config, "data.builder", tuple(builders.BUILDERS))
   config_checks.require_positive(config, "train.batch_size", "train.epochs", "train.learning_rate",
                                  "model.max_length", "eval.batch_size", "train.save_every",
                                  "train.log_every")
@@ -53,6 +47,59 @@ def validate(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "train.decay", ("linear", "cosine", "constant"))
   config_checks.require_choice(config, "model.pooling", tuple(pooling.POOLERS))
   config_checks.require_choice(config, "model.dtype", tuple(DTYPES))
+  _prepared_builder(config)
+
+
+def _builder(config: ml_collections.ConfigDict):
+  """The dataset builder: raw files from ``data.raw_dir`` if set, else ``data.dir/<its folder>``."""
+  cls = builders.builder_class(config.data.builder)
+  if config.data.raw_dir:
+    raw_dir = config_checks.require_dir(config, "data.raw_dir")
+  else:
+    root = config_checks.require_dir(
+        config, "data.dir", hint=" (set --config.data.dir or the FEWSHOT_NLU_DATA environment variable to "
+        "the folder holding the raw datasets, or --config.data.raw_dir to your own dataset folder)")
+    if not cls.RAW_FOLDER:
+      raise config_checks.ConfigError(
+          f"config.data.raw_dir: builder {config.data.builder!r} reads your own folder; set it")
+    raw_dir = root / cls.RAW_FOLDER
+    if not raw_dir.is_dir():
+      raise config_checks.ConfigError(
+          f"config.data.dir: {str(root)!r} has no {cls.RAW_FOLDER}/ folder for builder {config.data.builder!r}")
+  return cls(raw_dir=raw_dir, data_dir=config.data.tfds_dir or None)
+
+
+def _as_split(examples: list[dict], where: str) -> IntentSplit:
+  texts, labels = [], []
+  for e in examples:
+    label = e["label"] if "label" in e else e.get("labels")
+    if isinstance(label, list):
+      if len(label) != 1:
+        raise ValueError(f"{where}, example {e['index']}: {len(label)} labels {label}; this method is "
+                         "single-label (multi-label data belongs to Multi-ConvFiT)")
+      label = label[0]
+    texts.append(e["text"])
+    labels.append(label)
+  return IntentSplit(texts, labels, where)
+
+
+def _prepared_builder(config: ml_collections.ConfigDict):
+  """The builder with its files prepared (once), after checking the configured split names exist."""
+  builder = base.prepare(_builder(config))
+  available = sorted(builder.info.splits.keys())
+  for field in ("data.train_split", "data.eval_split"):
+    split = config_checks.get(config, field)
+    if split not in available:
+      raise config_checks.ConfigError(
+          f"config.{field}: {split!r} is not a split of {config.data.builder}; available: {available}")
+  return builder
+
+
+def read_splits(config: ml_collections.ConfigDict) -> tuple[IntentSplit, IntentSplit]:
+  """(train, eval) splits named by ``data.train_split`` / ``data.eval_split``."""
+  builder = _prepared_builder(config)
+  return tuple(_as_split(base.load_split(builder, split), f"{config.data.builder}/{split}")
+               for split in (config.data.train_split, config.data.eval_split))
 
 
 def make_loss_fn(cfg: transformer.EncoderConfig, config: ml_collections.ConfigDict):
@@ -122,10 +169,7 @@ def nearest_neighbour_eval(encoder: SentenceEncoder, pool: IntentSplit, queries:
 
 
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
-  validate(config)
-  data_dir = pathlib.Path(config.data.dir).expanduser()
-  train_split = read_intent_split(data_dir / config.data.dataset / config.data.train_split)
-  eval_split = read_intent_split(data_dir / config.data.dataset / config.data.eval_split)
+  train_split, eval_split = read_splits(config)
   unknown = sorted(set(eval_split.labels) - set(train_split.labels))
   if unknown:
     log.warning("%d eval intents never occur in training (always wrong under 1-NN): %s",
@@ -148,7 +192,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   stream = EpochStream(len(train_split.texts), host_batch,
                        make_batcher(train_split, label_ids, model.tokenizer, config.model.max_length,
                                     config.seed), seed=config.seed + jax.process_index())
-  total_steps = stream.steps_per_epoch * config.train.epochs
+  total_steps = stream.total_steps(config.train.epochs)
   training = build_training(model.params, transformer.logical_axes(model.config),
                             make_loss_fn(model.config, config), total_steps, mesh, config)
   writer = MetricWriter(workdir)
@@ -156,7 +200,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   try:
     state = loop.train(training=training, stream=stream, total_steps=total_steps, mesh=mesh,
                        checkpointer=checkpointer, writer=writer, log_every=config.train.log_every,
-                       description=f"{config.method} {config.data.dataset}/{config.data.train_split}")
+                       description=f"{config.method} {config.data.builder}/{config.data.train_split}")
   finally:
     checkpointer.close()
   params = jax.device_get(state.params)
@@ -174,7 +218,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   results = evaluate(params, "predictions")
   if config.eval.before_training:
     results["accuracy_before_training"] = evaluate(model.params, "predictions_before_training")["accuracy"]
-  results.update(method=config.method, dataset=config.data.dataset, train_split=config.data.train_split,
+  results.update(method=config.method, dataset=config.data.builder, train_split=config.data.train_split,
                  eval_split=config.data.eval_split, steps=total_steps, model=config.model.name)
   writer.write(total_steps, {"accuracy": results["accuracy"]}, prefix="eval/")
   writer.close()

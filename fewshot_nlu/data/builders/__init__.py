@@ -10,6 +10,7 @@ BUILDERS = {
     "banking77": "fewshot_nlu.data.builders.intent:Banking77",
     "clinc150": "fewshot_nlu.data.builders.intent:Clinc150",
     "hwu64": "fewshot_nlu.data.builders.intent:Hwu64",
+    "intent_folder": "fewshot_nlu.data.builders.intent:IntentFolder",
     "joint_nlu_folder": "fewshot_nlu.data.builders.joint:JointNluFolder",
     "snips_joint": "fewshot_nlu.data.builders.joint:SnipsJoint",
     "mixatis": "fewshot_nlu.data.builders.joint:Mixatis",

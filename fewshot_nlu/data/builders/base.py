@@ -15,6 +15,7 @@ files are written in hashed-key order: ``load_split`` returns examples in raw or
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pathlib
 from typing import Any, ClassVar
@@ -30,6 +31,17 @@ DEFAULT_RAW_ROOT = pathlib.Path("..") / "shared" / "data"
 def raw_root() -> pathlib.Path:
   """The folder holding the raw dataset folders (``BANKING77/``, ``CLINC150/``, ...)."""
   return pathlib.Path(os.environ.get(DATA_ENV, DEFAULT_RAW_ROOT)).expanduser()
+
+
+def folder_fingerprint(folder: pathlib.Path) -> str:
+  """sha1 over (absolute path, and every file's relative path, size and mtime) — cheap: stats only."""
+  folder = pathlib.Path(folder)
+  digest = hashlib.sha1(str(folder.resolve()).encode())
+  if folder.is_dir():
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+      stat = path.stat()
+      digest.update(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+  return digest.hexdigest()[:16]
 
 
 def tfds_dir() -> str:
@@ -48,8 +60,12 @@ class RawFolderBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
   def __init__(self, *, raw_dir: str | os.PathLike | None = None, **kwargs):
     kwargs.setdefault("file_format", "array_record")
-    kwargs.setdefault("data_dir", tfds_dir())
+    kwargs["data_dir"] = kwargs.get("data_dir") or tfds_dir()
     self._raw_dir_arg = pathlib.Path(raw_dir).expanduser() if raw_dir is not None else None
+    if self._raw_dir_arg is not None:
+      # A user's folder can change under the same builder name: key the prepared files by its contents'
+      # fingerprint, so an edited folder is rebuilt instead of silently served from the old build.
+      kwargs["data_dir"] = os.path.join(kwargs["data_dir"], "by_raw_dir", folder_fingerprint(self._raw_dir_arg))
     super().__init__(**kwargs)
 
   def raw_dir(self, dl_manager: tfds.download.DownloadManager | None = None) -> pathlib.Path:
@@ -58,6 +74,8 @@ class RawFolderBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       if not self._raw_dir_arg.is_dir():
         raise FileNotFoundError(f"raw_dir {str(self._raw_dir_arg)!r} is not a directory")
       return self._raw_dir_arg
+    if not self.RAW_FOLDER:
+      raise FileNotFoundError(f"{self.name}: reads a folder of your own; pass raw_dir=")
     candidate = raw_root() / self.RAW_FOLDER
     if candidate.is_dir():
       return candidate

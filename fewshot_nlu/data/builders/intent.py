@@ -1,5 +1,6 @@
 """Single-label intent datasets in the line-aligned ``<split>/seq.in`` + ``<split>/label`` layout:
-BANKING77, CLINC150 (+ out-of-scope), HWU64 (DialoGLUE's processed splits, via jianguoz/Few-Shot-Intent-Detection).
+BANKING77, CLINC150 (+ out-of-scope), HWU64 (DialoGLUE's processed splits, via jianguoz/Few-Shot-Intent-Detection),
+and ``IntentFolder`` for a user's own folder in that layout (splits = its subfolders).
 
 Splits: ``train``, ``valid``, ``test``, the published few-shot ``train_5`` and ``train_10``, and ``train_30``
 sampled from ``train`` per intent with ``config.seed`` (as ConvFiT did with DialoGLUE's script: ``k`` examples
@@ -99,3 +100,23 @@ class Hwu64(_IntentBuilder):
   """HWU64: 64 intents over 21 home-assistant scenarios."""
   RAW_FOLDER = "HWU64"
   DOWNLOAD_URLS = {"train/seq.in": f"{_REPO}/HWU64/train/seq.in"}
+
+
+class IntentFolder(_IntentBuilder):
+  """A user's own single-label intent data: ``raw_dir=`` holds one subfolder per split, each with
+  ``seq.in`` and ``label``. Sampled ``train_<k>`` splits are added when the folder has a ``train`` split."""
+  RAW_FOLDER = ""
+  BUILDER_CONFIGS = [IntentConfig(name="default", sampled_shots=())]
+
+  def _split_generators(self, dl_manager):
+    raw = self.raw_dir(dl_manager)
+    names = sorted(p.name for p in raw.iterdir() if (p / "seq.in").exists() or (p / "label").exists())
+    if not names:
+      raise FileNotFoundError(f"{raw}: no subfolder with seq.in + label files (one subfolder per split)")
+    splits = {name: self._generate_examples(raw / name) for name in names}
+    if "train" in names:
+      train = read_intent_split(raw / "train")
+      for k in self.builder_config.sampled_shots:
+        splits[f"train_{k}"] = self._generate_examples(
+            raw / "train", sample_k_shot(train.labels, k, self.builder_config.seed))
+    return splits
