@@ -1,0 +1,153 @@
+"""Joint intent + slot datasets in the line-aligned BIO layout: ``<split>/seq.in`` (one whitespace-tokenised
+utterance per line), ``<split>/seq.out`` (one BIO tag per token of the same line) and ``<split>/label`` (its
+intent; multi-intent labels joined by ``#``).
+
+  * ``JointNluFolder``: a user's own folder in that layout (``raw_dir=``); its splits are the subfolders holding
+    the three files.
+  * ``SnipsJoint``: SNIPS, the joint-NLU split of Goo et al. (2018), 7 intents; splits ``train`` (13,084),
+    ``valid`` (700), ``test`` (700).
+  * ``Mixatis``: MixATIS_clean (Qin et al., 2020), 1-3 ATIS intents per utterance; splits ``train`` (13,162),
+    ``dev`` (759), ``test`` (828).
+
+Features: ``index`` (line number - 1), ``text`` (the ``seq.in`` line, stripped), ``tokens`` (its whitespace
+tokens), ``tags`` (the ``seq.out`` tags), ``intents`` (the label split on ``#``).
+
+Validation, with errors naming file and line: the three files differ in line count; a line's tag count is not
+its token count; a tag is not ``O`` / ``B-<slot>`` / ``I-<slot>``; an ``I-X`` follows neither ``B-X`` nor ``I-X``
+(strict BIO). Invalid BIO is an error, not a warning: the shipped SNIPS_BIO and MixATIS_clean files were checked
+and hold no such sequence. ``bio_spans`` and ``validate_bio`` are shared with the few-shot slot builder and the
+span scorers.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any, ClassVar, Sequence
+
+import tensorflow_datasets as tfds
+
+from fewshot_nlu.data.builders.custom import (UserFolderBuilder, check_split_name, download_layout,
+                                              indexed_features)
+from fewshot_nlu.data.intent_folder import read_lines
+
+FILES = ("seq.in", "seq.out", "label")
+_SNIPS_REPO = ("https://raw.githubusercontent.com/jianguoz/Few-Shot-Intent-Detection/"
+               "fa9553312b1dba54b1be0aae2d30b13171f898e5/Datasets/SNIPS")
+_MIXATIS_REPO = ("https://raw.githubusercontent.com/yizhen20133868/GL-GIN/"
+                 "df2bcaf0e9229838707dc9d63a4fe6934b9be307/data/MixATIS_clean")
+
+
+def bio_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+  """Labelled spans ``(label, start, end_inclusive)`` (token positions) of a BIO tag sequence, in order.
+
+  ``B-X`` opens a span; ``I-X`` extends an open ``X`` span; an ``I-X`` that cannot extend one (after ``O`` or
+  another label) opens a new span, as conlleval does, so predicted sequences that are not strict BIO still
+  score. ``O`` (or anything that is not ``B-``/``I-`` with a label) closes the open span."""
+  spans = []
+  label, start = None, 0
+  for position, tag in enumerate(tags):
+    prefix, _, name = tag.partition("-")
+    if prefix == "I" and name and name == label:
+      continue
+    if label is not None:
+      spans.append((label, start, position - 1))
+    label, start = (name, position) if prefix in ("B", "I") and name else (None, position)
+  if label is not None:
+    spans.append((label, start, len(tags) - 1))
+  return spans
+
+
+def validate_bio(tags: Sequence[str], where: str) -> None:
+  """Raises ``ValueError`` naming ``where`` (e.g. ``path:line``) and the tag's position (from 1) at the first
+  tag that is not ``O`` / ``B-<slot>`` / ``I-<slot>``, or an ``I-X`` preceded by neither ``B-X`` nor ``I-X``."""
+  previous = "O"
+  for position, tag in enumerate(tags, start=1):
+    prefix, dash, name = tag.partition("-")
+    if tag != "O" and not (prefix in ("B", "I") and dash and name):
+      raise ValueError(f"{where}: tag {position} {tag!r} is not O, B-<slot> or I-<slot>")
+    if prefix == "I" and previous not in (f"B-{name}", f"I-{name}"):
+      raise ValueError(f"{where}: tag {position} {tag!r} follows {previous!r} "
+                       f"(invalid BIO: I-{name} must follow B-{name} or I-{name})")
+    previous = tag
+
+
+def check_aligned(directory: pathlib.Path, columns: dict[str, list[str]]) -> None:
+  """Errors at the first line one of the files lacks."""
+  counts = {name: len(lines) for name, lines in columns.items()}
+  shortest = min(counts, key=counts.get)
+  if len(set(counts.values())) > 1:
+    sizes = ", ".join(f"{name} {count}" for name, count in counts.items())
+    raise ValueError(f"{directory / shortest}:{counts[shortest] + 1}: line missing (line counts: {sizes}); "
+                     f"{', '.join(FILES)} must be line-aligned")
+
+
+def joint_example(directory: pathlib.Path, index: int, text: str, tag_line: str, label: str) -> dict[str, Any]:
+  line = index + 1
+  tokens, tags = text.split(), tag_line.split()
+  if len(tags) != len(tokens):
+    raise ValueError(f"{directory / 'seq.out'}:{line}: {len(tags)} tags for the {len(tokens)} tokens of "
+                     f"seq.in line {line}")
+  validate_bio(tags, f"{directory / 'seq.out'}:{line}")
+  intents = label.split("#")
+  if not all(intents):
+    raise ValueError(f"{directory / 'label'}:{line}: empty intent in {label!r} (intents are joined by '#')")
+  return {"index": index, "text": text, "tokens": tokens, "tags": tags, "intents": intents}
+
+
+def read_joint_split(directory: str | pathlib.Path) -> list[dict[str, Any]]:
+  """The examples of one split folder (``seq.in``, ``seq.out``, ``label``), validated (see module docstring)."""
+  directory = pathlib.Path(directory)
+  columns = {name: read_lines(directory / name) for name in FILES}
+  check_aligned(directory, columns)
+  return [joint_example(directory, index, *row) for index, row in enumerate(zip(*columns.values()))]
+
+
+def joint_split_names(raw: pathlib.Path) -> list[str]:
+  """The subfolders of ``raw`` holding ``seq.in``, ``seq.out`` and ``label``; one holding only some of them is
+  an error (never skipped)."""
+  names = []
+  for folder in sorted(p for p in raw.iterdir() if p.is_dir()):
+    missing = [name for name in FILES if not (folder / name).is_file()]
+    if len(missing) == len(FILES):
+      continue
+    if missing:
+      raise FileNotFoundError(f"{folder / missing[0]}: missing (split folder {folder.name} needs "
+                              f"{', '.join(FILES)})")
+    names.append(check_split_name(folder.name, folder))
+  if not names:
+    raise FileNotFoundError(f"{raw}: no split subfolder holding {', '.join(FILES)}")
+  return names
+
+
+class JointNluFolder(UserFolderBuilder):
+  """A user's own joint intent + BIO slot data: ``raw_dir=`` holds one subfolder per split."""
+  VERSION = tfds.core.Version("1.0.0")
+  SPLITS: ClassVar[tuple[str, ...]] = ()  # empty: every subfolder holding the three files
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    return self.dataset_info_from_configs(features=indexed_features(("text",), ("tokens", "tags", "intents")))
+
+  def _download_raw(self, dl_manager):
+    return download_layout(dl_manager, self.DOWNLOAD_URLS, f"{self.name}_raw")
+
+  def _split_generators(self, dl_manager):
+    raw = self.raw_dir(dl_manager)
+    return {name: self._generate_examples(raw / name) for name in self.SPLITS or joint_split_names(raw)}
+
+  def _generate_examples(self, directory):
+    for example in read_joint_split(directory):
+      yield example["index"], example
+
+
+class SnipsJoint(JointNluFolder):
+  """SNIPS joint intent + slot data (Goo et al., 2018 split), 7 intents, 72 BIO tags in train."""
+  RAW_FOLDER = "SNIPS_BIO"
+  SPLITS = ("train", "valid", "test")
+  DOWNLOAD_URLS = {f"{s}/{f}": f"{_SNIPS_REPO}/{s}/{f}" for s in SPLITS for f in FILES}
+
+
+class Mixatis(JointNluFolder):
+  """MixATIS_clean multi-intent ATIS (Qin et al., 2020): 1-3 intents per utterance, labels joined by ``#``."""
+  RAW_FOLDER = "MixATIS_clean"
+  SPLITS = ("train", "dev", "test")
+  DOWNLOAD_URLS = {f"{s}/{f}": f"{_MIXATIS_REPO}/{s}/{f}" for s in SPLITS for f in FILES}
