@@ -1,0 +1,180 @@
+"""Nearest-neighbour index over vectors with payloads: one API, two back ends.
+
+  * ``exact``: a jitted matmul + ``lax.top_k`` over the whole store (used automatically below
+    ``scann_threshold`` items). The store grows in power-of-two capacities, so adding items recompiles only
+    when the capacity doubles; unused rows are masked out.
+  * ``scann``: ScaNN with a partitioning tree, asymmetric hashing and exact re-ordering of the candidates, for
+    large indexes. Items are added without rebuilding (ScaNN's upsert into the trained tree).
+
+Similarity is the dot product, or cosine (vectors L2-normalised on the way in). Payloads are JSON-able dicts
+(e.g. ``{"label": ..., "text": ..., "id": ...}``); a search returns, per query, the k best (score, payload).
+``save``/``load`` write a folder (vectors.npy, payloads.jsonl, meta.json, and ScaNN's own files) beside a
+model export.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import pathlib
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+METRICS = ("cosine", "dot")
+BACKENDS = ("auto", "exact", "scann")
+_QUERY_CHUNK = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Hit:
+  score: float
+  payload: dict[str, Any]
+
+
+@functools.partial(jax.jit, static_argnames=("k",))
+def _exact_top_k(queries, store, size, k):
+  scores = queries @ store.T
+  scores = jnp.where(jnp.arange(store.shape[0])[None, :] < size, scores, -jnp.inf)
+  return jax.lax.top_k(scores, k)
+
+
+def _normalize(x: np.ndarray) -> np.ndarray:
+  return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+class Index:
+
+  def __init__(self, dim: int, *, metric: str = "cosine", backend: str = "auto",
+               scann_threshold: int = 20_000, scann_leaves: int | None = None):
+    if metric not in METRICS:
+      raise ValueError(f"metric {metric!r} unknown; choose one of {METRICS}")
+    if backend not in BACKENDS:
+      raise ValueError(f"backend {backend!r} unknown; choose one of {BACKENDS}")
+    self.dim, self.metric, self.requested_backend = dim, metric, backend
+    self.scann_threshold, self.scann_leaves = scann_threshold, scann_leaves
+    self.vectors = np.zeros((0, dim), np.float32)
+    self.payloads: list[dict[str, Any]] = []
+    self._searcher = None  # ScaNN searcher, once built
+    self._store = None  # device copy for exact search, padded to a power-of-two capacity
+
+  # ------------------------------------------------------------------------------------------- building
+
+  @classmethod
+  def build(cls, vectors: np.ndarray, payloads: Sequence[dict[str, Any]], **kwargs) -> "Index":
+    index = cls(np.asarray(vectors).shape[-1], **kwargs)
+    index.add(vectors, payloads)
+    return index
+
+  @property
+  def backend(self) -> str:
+    """The back end in use: ``scann`` if requested, or ``auto`` with at least ``scann_threshold`` items."""
+    if self.requested_backend == "auto":
+      return "scann" if len(self) >= self.scann_threshold else "exact"
+    return self.requested_backend
+
+  def __len__(self) -> int:
+    return len(self.payloads)
+
+  def add(self, vectors: np.ndarray, payloads: Sequence[dict[str, Any]]) -> None:
+    """Adds items; no rebuild (ScaNN: upsert into the existing tree; exact: append)."""
+    vectors = np.asarray(vectors, np.float32)
+    if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+      raise ValueError(f"vectors must be [n, {self.dim}], got {vectors.shape}")
+    if len(vectors) != len(payloads):
+      raise ValueError(f"{len(vectors)} vectors but {len(payloads)} payloads")
+    if self.metric == "cosine":
+      vectors = _normalize(vectors)
+    start = len(self)
+    self.vectors = np.concatenate([self.vectors, vectors])
+    self.payloads.extend(dict(p) for p in payloads)
+    self._store = None
+    if self._searcher is not None:
+      self._searcher.upsert([str(i) for i in range(start, len(self))], vectors)
+
+  def _scann(self):
+    if self._searcher is None:
+      import scann  # Imported lazily: a large extension, only needed for big indexes.
+      n = len(self)
+      leaves = self.scann_leaves or max(2, int(np.sqrt(n)))
+      self._searcher = (
+          scann.scann_ops_pybind.builder(self.vectors, 10, "dot_product")
+          .tree(num_leaves=leaves, num_leaves_to_search=max(1, leaves // 5), training_sample_size=n)
+          .score_ah(2, anisotropic_quantization_threshold=0.2)
+          .reorder(100)
+          .build(docids=[str(i) for i in range(n)]))
+    return self._searcher
+
+  # ------------------------------------------------------------------------------------------- search
+
+  def search(self, queries: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(scores [Q, k], item indices [Q, k]), best first. ``k`` is capped at the index size."""
+    if not len(self):
+      raise ValueError("the index is empty")
+    queries = np.asarray(queries, np.float32)
+    if queries.ndim != 2 or queries.shape[1] != self.dim:
+      raise ValueError(f"queries must be [q, {self.dim}], got {queries.shape}")
+    if self.metric == "cosine":
+      queries = _normalize(queries)
+    k = min(k, len(self))
+    if self.backend == "scann":
+      ids, scores = self._scann().search_batched(queries, final_num_neighbors=k)
+      return np.asarray(scores, np.float32), np.asarray([[int(i) for i in row] for row in ids], np.int64)
+    if self._store is None:
+      capacity = 1 << max(4, int(np.ceil(np.log2(len(self)))))
+      store = np.zeros((capacity, self.dim), np.float32)
+      store[: len(self)] = self.vectors
+      self._store = jnp.asarray(store)
+    scores, ids = [], []
+    for start in range(0, len(queries), _QUERY_CHUNK):
+      chunk = queries[start : start + _QUERY_CHUNK]
+      padded = np.zeros((_QUERY_CHUNK, self.dim), np.float32)
+      padded[: len(chunk)] = chunk
+      s, i = _exact_top_k(jnp.asarray(padded), self._store, len(self), k)
+      scores.append(np.asarray(s)[: len(chunk)])
+      ids.append(np.asarray(i)[: len(chunk)])
+    return np.concatenate(scores), np.concatenate(ids).astype(np.int64)
+
+  def query(self, queries: np.ndarray, k: int = 1) -> list[list[Hit]]:
+    """Per query, the k best hits with their payloads (the evidence behind a prediction)."""
+    scores, ids = self.search(queries, k)
+    return [[Hit(float(s), self.payloads[int(i)]) for s, i in zip(row_s, row_i)]
+            for row_s, row_i in zip(scores, ids)]
+
+  # ------------------------------------------------------------------------------------------- storage
+
+  def save(self, directory: str | pathlib.Path) -> pathlib.Path:
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    np.save(directory / "vectors.npy", self.vectors)
+    with open(directory / "payloads.jsonl", "w", encoding="utf-8") as f:
+      for payload in self.payloads:
+        f.write(json.dumps(payload, ensure_ascii=False) + "\n")
+    meta = {"dim": self.dim, "metric": self.metric, "backend": self.requested_backend,
+            "scann_threshold": self.scann_threshold, "scann_leaves": self.scann_leaves, "size": len(self)}
+    if self._searcher is not None:
+      (directory / "scann").mkdir(exist_ok=True)
+      self._searcher.serialize(str(directory / "scann"))
+      meta["scann_serialized"] = True
+    (directory / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return directory
+
+  @classmethod
+  def load(cls, directory: str | pathlib.Path) -> "Index":
+    directory = pathlib.Path(directory)
+    meta = json.loads((directory / "meta.json").read_text())
+    index = cls(meta["dim"], metric=meta["metric"], backend=meta["backend"],
+                scann_threshold=meta["scann_threshold"], scann_leaves=meta["scann_leaves"])
+    index.vectors = np.load(directory / "vectors.npy")
+    with open(directory / "payloads.jsonl", encoding="utf-8") as f:
+      index.payloads = [json.loads(line) for line in f]
+    if len(index.payloads) != len(index.vectors) or len(index.vectors) != meta["size"]:
+      raise ValueError(f"{directory}: {len(index.vectors)} vectors, {len(index.payloads)} payloads, "
+                       f"meta.json says {meta['size']}: the index folder is inconsistent")
+    if meta.get("scann_serialized"):
+      import scann
+      index._searcher = scann.scann_ops_pybind.load_searcher(str(directory / "scann"))
+    return index

@@ -1,0 +1,75 @@
+"""Index: exact search against numpy, ScaNN recall against exact, incremental adds, save/load."""
+
+import numpy as np
+import pytest
+
+from fewshot_nlu.index import Index
+
+
+def _clustered(n, dim, seed=0, clusters=50):
+  rng = np.random.default_rng(seed)
+  centres = rng.normal(size=(clusters, dim))
+  return (centres[rng.integers(0, clusters, n)] + 0.3 * rng.normal(size=(n, dim))).astype(np.float32)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "dot"])
+def test_exact_matches_numpy(metric):
+  data, queries = _clustered(300, 16), _clustered(40, 16, seed=1)
+  index = Index.build(data, [{"id": i} for i in range(300)], metric=metric)
+  assert index.backend == "exact"
+  scores, ids = index.search(queries, k=5)
+  if metric == "cosine":
+    data = data / np.linalg.norm(data, axis=1, keepdims=True)
+    queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+  expected = queries @ data.T
+  np.testing.assert_array_equal(ids, np.argsort(-expected, axis=1)[:, :5])
+  np.testing.assert_allclose(scores, np.sort(expected, axis=1)[:, ::-1][:, :5], rtol=1e-5, atol=1e-5)
+
+
+def test_add_without_rebuild_and_payloads():
+  index = Index(4)
+  index.add(np.eye(4, dtype=np.float32)[:2], [{"label": "a"}, {"label": "b"}])
+  assert index.query(np.array([[0, 1, 0, 0]], np.float32), k=1)[0][0].payload == {"label": "b"}
+  index.add(np.eye(4, dtype=np.float32)[2:], [{"label": "c"}, {"label": "d"}])
+  hits = index.query(np.array([[0, 0, 0, 1], [0, 0, 1, 0.1]], np.float32), k=2)
+  assert [h.payload["label"] for h in hits[0]] == ["d", "a"] or hits[0][0].payload["label"] == "d"
+  assert hits[1][0].payload["label"] == "c" and hits[1][0].score == pytest.approx(1 / np.sqrt(1.01))
+  assert len(index.query(np.ones((1, 4), np.float32), k=10)[0]) == 4  # k capped at the size
+
+
+def test_scann_recall_against_exact(tmp_path):
+  data, queries = _clustered(5000, 32), _clustered(200, 32, seed=1)
+  payloads = [{"id": i} for i in range(5000)]
+  exact = Index.build(data, payloads, metric="cosine", backend="exact")
+  approx = Index.build(data, payloads, metric="cosine", backend="scann")
+  _, exact_ids = exact.search(queries, k=10)
+  _, approx_ids = approx.search(queries, k=10)
+  recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx_ids, exact_ids)])
+  assert recall >= 0.9, recall
+  # adding items to a built ScaNN index makes them findable without rebuilding
+  new = _clustered(20, 32, seed=5)
+  approx.add(new, [{"id": f"new{i}"} for i in range(20)])
+  top = approx.query(new, k=1)
+  assert sum(h[0].payload["id"] == f"new{i}" for i, h in enumerate(top)) >= 18
+  loaded = Index.load(approx.save(tmp_path / "idx"))
+  assert loaded.backend == "scann" and len(loaded) == 5020
+  np.testing.assert_array_equal(loaded.search(queries, k=10)[1], approx.search(queries, k=10)[1])
+
+
+def test_auto_switches_backend_by_size():
+  small = Index.build(_clustered(50, 8), [{}] * 50, scann_threshold=100)
+  big = Index.build(_clustered(150, 8), [{}] * 150, scann_threshold=100)
+  assert small.backend == "exact" and big.backend == "scann"
+
+
+def test_save_load_exact_and_errors(tmp_path):
+  index = Index.build(_clustered(30, 8), [{"text": f"t{i}"} for i in range(30)], metric="dot")
+  loaded = Index.load(index.save(tmp_path / "i"))
+  q = _clustered(3, 8, seed=2)
+  np.testing.assert_array_equal(loaded.search(q, 3)[1], index.search(q, 3)[1])
+  with pytest.raises(ValueError, match="vectors must be"):
+    index.add(np.zeros((2, 9), np.float32), [{}, {}])
+  with pytest.raises(ValueError, match="2 vectors but 1 payloads"):
+    index.add(np.zeros((2, 8), np.float32), [{}])
+  with pytest.raises(ValueError, match="empty"):
+    Index(3).search(np.zeros((1, 3), np.float32))
