@@ -26,6 +26,7 @@ from fewshot_nlu.data.intent_folder import IntentSplit
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.index import Index
 from fewshot_nlu.losses.ranking import mneg_loss
 from fewshot_nlu.train import loop
 from fewshot_nlu.train.checkpoint import Checkpointer
@@ -152,20 +153,17 @@ def make_batcher(split: IntentSplit, label_ids: dict[str, int], tokenizer, max_l
 
 def nearest_neighbour_eval(encoder: SentenceEncoder, pool: IntentSplit, queries: IntentSplit,
                            workdir: pathlib.Path, name: str = "predictions") -> dict:
-  """1-NN by cosine over the training pool; writes ``<name>.tsv`` (with the neighbour as evidence)."""
-  pool_vectors = encoder.encode(pool.texts, show_progress=True)
-  query_vectors = encoder.encode(queries.texts, show_progress=True)
-  scores = query_vectors @ pool_vectors.T
-  nearest = np.argmax(scores, axis=1)
-  predicted = [pool.labels[j] for j in nearest]
-  correct = np.array([p == g for p, g in zip(predicted, queries.labels)])
+  """1-NN by cosine over the training pool (``fewshot_nlu.index``); writes ``<name>.tsv`` with the nearest
+  training utterance as the evidence for each prediction."""
+  index = Index.build(encoder.encode(pool.texts, show_progress=True),
+                      [{"label": l, "text": t} for t, l in zip(pool.texts, pool.labels)], metric="cosine")
+  hits = [row[0] for row in index.query(encoder.encode(queries.texts, show_progress=True), k=1)]
+  correct = np.array([h.payload["label"] == g for h, g in zip(hits, queries.labels)])
   with open(workdir / f"{name}.tsv", "w", encoding="utf-8") as f:
     f.write("text\tgold\tpredicted\tscore\tnearest_training_utterance\n")
-    for i, text in enumerate(queries.texts):
-      j = nearest[i]
-      f.write(f"{text}\t{queries.labels[i]}\t{predicted[i]}\t{scores[i, j]:.4f}\t{pool.texts[j]}\n")
-  return {"accuracy": float(correct.mean()), "num_eval": len(queries.texts),
-          "num_pool": len(pool.texts)}
+    for text, gold, hit in zip(queries.texts, queries.labels, hits):
+      f.write(f"{text}\t{gold}\t{hit.payload['label']}\t{hit.score:.4f}\t{hit.payload['text']}\n")
+  return {"accuracy": float(correct.mean()), "num_eval": len(queries.texts), "num_pool": len(pool.texts)}
 
 
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
