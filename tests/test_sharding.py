@@ -1,7 +1,6 @@
 """Mesh construction, partition rules, and the sharded train step == the single-device step."""
 
 import jax
-import ml_collections
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P

@@ -9,7 +9,6 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-import jax
 import orbax.checkpoint as ocp
 
 

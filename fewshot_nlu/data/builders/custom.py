@@ -1,4 +1,4 @@
-"""Users' own intent data (``IntentTable``), and the file-reading pieces the JSON and user-folder builders share.
+"""Users' own intent data in CSV / JSON-lines tables (``IntentTable``).
 
 ``IntentTable`` reads a directory (``raw_dir=``) of ``<split>.csv`` or ``<split>.jsonl`` files, one split per
 file (the file name without its extension names the split: letters, digits, ``_`` and ``-``):
@@ -12,10 +12,6 @@ Features: ``index`` (the example's position in its file, from 0), ``text`` (stri
 
 Nothing is skipped: errors name the file, the line and the field at fault (missing column or key, empty text,
 empty label, invalid JSON, a row with too many or too few fields, an empty line).
-
-Shared with the joint, slot and NLU++ builders: ``read_json`` (encoding-tolerant, errors at file:line:column),
-``download_layout`` (original files -> the ``shared/data`` layout), ``indexed_features`` and
-``UserFolderBuilder`` (a builder with no shipped folder, which needs ``raw_dir=``).
 """
 
 from __future__ import annotations
@@ -23,86 +19,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-import logging
-import os
 import pathlib
-import re
 from typing import Any
 
-import numpy as np
 import tensorflow_datasets as tfds
 
-from fewshot_nlu.data.builders.base import RawFolderBuilder
+from fewshot_nlu.data.builders.base import UserFolderBuilder, check_split_name, indexed_features
 from fewshot_nlu.data.intent_folder import read_lines
 
-SPLIT_NAME = re.compile(r"[\w-]+")  # what TFDS accepts as a split name
 TABLE_SUFFIXES = (".csv", ".jsonl")
 LABEL_FIELDS = ("label", "labels")
-
-
-def check_split_name(name: str, source: pathlib.Path) -> str:
-  if not SPLIT_NAME.fullmatch(name):
-    raise ValueError(f"{source}: split name {name!r} may hold only letters, digits, '_' and '-'")
-  return name
-
-
-def decode_text(raw: bytes, path: pathlib.Path) -> str:
-  """Decodes a JSON file's bytes: UTF-8 with or without byte-order mark, or UTF-16/32 (JSON's own detection).
-  Bytes that are not valid UTF-8 are read as Latin-1, with a warning naming the file and the first bad line
-  (``SNIPS_nlu_benchmark`` ships one Latin-1 file)."""
-  encoding = json.detect_encoding(raw)
-  try:
-    return raw.decode(encoding)
-  except UnicodeDecodeError as e:
-    line = raw[:e.start].count(b"\n") + 1
-    if not encoding.startswith("utf-8"):
-      raise ValueError(f"{path}:{line}: not valid {encoding} ({e.reason} at byte {e.start})") from None
-    logging.warning("%s:%d: not valid UTF-8 (%s at byte %d); reading the file as Latin-1", path, line, e.reason,
-                    e.start)
-    return raw.decode("latin-1")
-
-
-def read_json(path: str | os.PathLike) -> Any:
-  """One JSON document from a file; errors name the file, line and column."""
-  path = pathlib.Path(path)
-  if not path.is_file():
-    raise FileNotFoundError(f"{path}: missing")
-  try:
-    return json.loads(decode_text(path.read_bytes(), path))
-  except json.JSONDecodeError as e:
-    raise ValueError(f"{path}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from None
-
-
-def download_layout(dl_manager: tfds.download.DownloadManager, files: dict[str, str], folder: str) -> pathlib.Path:
-  """Downloads ``files`` ({path in the raw layout: url}) and copies them into ``download_dir/folder``, which is
-  returned: a raw folder in the layout of ``shared/data``."""
-  paths = dl_manager.download(files)
-  root = pathlib.Path(dl_manager.download_dir) / folder
-  for key, path in paths.items():
-    (root / key).parent.mkdir(parents=True, exist_ok=True)
-    (root / key).write_bytes(pathlib.Path(path).read_bytes())
-  return root
-
-
-def indexed_features(texts: tuple[str, ...] = (), text_lists: tuple[str, ...] = (),
-                     **others: tfds.features.FeatureConnector) -> tfds.features.FeaturesDict:
-  """An example's features: ``index`` (int64; every example carries one, see ``base``), each of ``texts`` a
-  ``Text``, each of ``text_lists`` a ``Sequence(Text)``, then ``others``."""
-  return tfds.features.FeaturesDict({
-      "index": tfds.features.Scalar(np.int64),
-      **{name: tfds.features.Text() for name in texts},
-      **{name: tfds.features.Sequence(tfds.features.Text()) for name in text_lists},
-      **others,
-  })
-
-
-class UserFolderBuilder(RawFolderBuilder, skip_registration=True):
-  """A builder with no shipped raw folder (``RAW_FOLDER = ""``) needs ``raw_dir=``."""
-
-  def __init__(self, *, raw_dir: str | os.PathLike | None = None, **kwargs):
-    if raw_dir is None and not self.RAW_FOLDER:
-      raise ValueError(f"{type(self).__name__} reads a folder of your own: pass raw_dir=")
-    super().__init__(raw_dir=raw_dir, **kwargs)
 
 
 def label_field(fields, where: str) -> str:

@@ -62,7 +62,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from fewshot_nlu.data.builders.base import DATA_ENV, RawFolderBuilder, raw_root
-from fewshot_nlu.data.builders.custom import indexed_features, read_json
+from fewshot_nlu.data.builders.base import indexed_features, read_json
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,16 @@ import dataclasses
 import numpy as np
 import tensorflow_datasets as tfds
 
-from fewshot_nlu.data.builders.base import RawFolderBuilder
+from fewshot_nlu.data.builders.base import RawFolderBuilder, UserFolderBuilder, indexed_features
 from fewshot_nlu.data.intent_folder import read_intent_split
 
 _REPO = "https://raw.githubusercontent.com/jianguoz/Few-Shot-Intent-Detection/fa9553312b1dba54b1be0aae2d30b13171f898e5/Datasets"
 FIXED_SPLITS = ("train", "valid", "test", "train_5", "train_10")
+
+
+def _urls(folder: str, oos_splits: tuple[str, ...] = ()) -> dict[str, str]:
+  return {f"{s}/{f}": f"{_REPO}/{folder}/{s}/{f}"
+          for s in FIXED_SPLITS + tuple(f"oos/{o}" for o in oos_splits) for f in ("seq.in", "label")}
 
 
 @dataclasses.dataclass(eq=False)
@@ -47,24 +52,8 @@ class _IntentBuilder(RawFolderBuilder, skip_registration=True):
   OOS_SPLITS: tuple[str, ...] = ()
 
   def _info(self) -> tfds.core.DatasetInfo:
-    return self.dataset_info_from_configs(
-        features=tfds.features.FeaturesDict({
-            "index": tfds.features.Scalar(np.int64),
-            "text": tfds.features.Text(),
-            "label": tfds.features.Text(),
-        }),
-        homepage="https://github.com/jianguoz/Few-Shot-Intent-Detection",
-    )
-
-  def _download_raw(self, dl_manager):
-    files = {f"{s}/{f}": f"{_REPO}/{self.RAW_FOLDER}/{s}/{f}"
-             for s in FIXED_SPLITS + tuple(f"oos/{o}" for o in self.OOS_SPLITS) for f in ("seq.in", "label")}
-    paths = dl_manager.download(files)
-    root = dl_manager.download_dir / f"{self.name}_raw"
-    for key, path in paths.items():
-      (root / key).parent.mkdir(parents=True, exist_ok=True)
-      (root / key).write_bytes(path.read_bytes())
-    return root
+    return self.dataset_info_from_configs(features=indexed_features(texts=("text", "label")),
+                                          homepage="https://github.com/jianguoz/Few-Shot-Intent-Detection")
 
   def _split_generators(self, dl_manager):
     raw = self.raw_dir(dl_manager)
@@ -86,23 +75,23 @@ class _IntentBuilder(RawFolderBuilder, skip_registration=True):
 class Banking77(_IntentBuilder):
   """BANKING77: 77 intents of one banking domain."""
   RAW_FOLDER = "BANKING77"
-  DOWNLOAD_URLS = {"train/seq.in": f"{_REPO}/BANKING77/train/seq.in"}
+  DOWNLOAD_URLS = _urls("BANKING77")
 
 
 class Clinc150(_IntentBuilder):
   """CLINC150: 150 intents over 10 domains, plus out-of-scope (``oos_*`` splits)."""
   RAW_FOLDER = "CLINC150"
-  DOWNLOAD_URLS = {"train/seq.in": f"{_REPO}/CLINC150/train/seq.in"}
+  DOWNLOAD_URLS = _urls("CLINC150", ("train", "valid", "test"))
   OOS_SPLITS = ("train", "valid", "test")
 
 
 class Hwu64(_IntentBuilder):
   """HWU64: 64 intents over 21 home-assistant scenarios."""
   RAW_FOLDER = "HWU64"
-  DOWNLOAD_URLS = {"train/seq.in": f"{_REPO}/HWU64/train/seq.in"}
+  DOWNLOAD_URLS = _urls("HWU64")
 
 
-class IntentFolder(_IntentBuilder):
+class IntentFolder(UserFolderBuilder, _IntentBuilder):
   """A user's own single-label intent data: ``raw_dir=`` holds one subfolder per split, each with
   ``seq.in`` and ``label``. Sampled ``train_<k>`` splits are added when the folder has a ``train`` split."""
   RAW_FOLDER = ""

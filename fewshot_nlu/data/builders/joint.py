@@ -26,8 +26,7 @@ from typing import Any, ClassVar, Sequence
 
 import tensorflow_datasets as tfds
 
-from fewshot_nlu.data.builders.custom import (UserFolderBuilder, check_split_name, download_layout,
-                                              indexed_features)
+from fewshot_nlu.data.builders.base import (UserFolderBuilder, check_split_name, indexed_features)
 from fewshot_nlu.data.intent_folder import read_lines
 
 FILES = ("seq.in", "seq.out", "label")
@@ -127,8 +126,6 @@ class JointNluFolder(UserFolderBuilder):
   def _info(self) -> tfds.core.DatasetInfo:
     return self.dataset_info_from_configs(features=indexed_features(("text",), ("tokens", "tags", "intents")))
 
-  def _download_raw(self, dl_manager):
-    return download_layout(dl_manager, self.DOWNLOAD_URLS, f"{self.name}_raw")
 
   def _split_generators(self, dl_manager):
     raw = self.raw_dir(dl_manager)

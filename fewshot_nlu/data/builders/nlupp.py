@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from fewshot_nlu.data.builders.base import RawFolderBuilder
-from fewshot_nlu.data.builders.custom import download_layout, indexed_features, read_json
+from fewshot_nlu.data.builders.base import indexed_features, read_json
 
 SHIPPED_FOLDS = 20
 DOMAINS = ("banking", "hotels")
@@ -106,8 +106,6 @@ class Nlupp(RawFolderBuilder):
         homepage="https://github.com/PolyAI-LDN/task-specific-datasets/tree/master/nlupp",
     )
 
-  def _download_raw(self, dl_manager):
-    return download_layout(dl_manager, self.DOWNLOAD_URLS, f"{self.name}_raw")
 
   def _split_generators(self, dl_manager):
     folder = self.raw_dir(dl_manager) / "data" / self.builder_config.domain

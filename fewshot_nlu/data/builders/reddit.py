@@ -33,7 +33,7 @@ import tensorflow_datasets as tfds
 from etils import epath
 
 from fewshot_nlu.data.builders.base import RawFolderBuilder
-from fewshot_nlu.data.builders.custom import indexed_features
+from fewshot_nlu.data.builders.base import indexed_features
 
 log = logging.getLogger(__name__)
 

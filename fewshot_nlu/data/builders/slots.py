@@ -24,7 +24,7 @@ from typing import Any
 import tensorflow_datasets as tfds
 
 from fewshot_nlu.data.builders.base import RawFolderBuilder, load_split
-from fewshot_nlu.data.builders.custom import download_layout, indexed_features, read_json
+from fewshot_nlu.data.builders.base import indexed_features, read_json
 from fewshot_nlu.data.builders.joint import validate_bio
 
 FOLDS = range(1, 8)
@@ -120,8 +120,6 @@ class SnipsFewshotSlots(RawFolderBuilder):
         homepage="https://github.com/AtmaHou/FewShotTagging",
     )
 
-  def _download_raw(self, dl_manager):
-    return download_layout(dl_manager, self.DOWNLOAD_URLS, f"{self.name}_raw")
 
   def _split_generators(self, dl_manager):
     raw, shots = self.raw_dir(dl_manager), self.builder_config.shots
