@@ -102,9 +102,11 @@ class Index:
       leaves = self.scann_leaves or max(2, int(np.sqrt(n)))
       self._searcher = (
           scann.scann_ops_pybind.builder(self.vectors, 10, "dot_product")
-          .tree(num_leaves=leaves, num_leaves_to_search=max(1, leaves // 5), training_sample_size=n)
+          # Search a third of the leaves and re-order 250 candidates exactly: recall@10 ~0.99 on the clustered
+          # 5k x 32 test set (a fifth of the leaves / 100 candidates gave 0.89-0.95 from build to build).
+          .tree(num_leaves=leaves, num_leaves_to_search=max(1, leaves // 3), training_sample_size=n)
           .score_ah(2, anisotropic_quantization_threshold=0.2)
-          .reorder(100)
+          .reorder(250)
           .build(docids=[str(i) for i in range(n)]))
     return self._searcher
 
