@@ -58,3 +58,37 @@ def test_mneg_sharded_equals_single_device():
   np.testing.assert_allclose(loss_8, loss_1, rtol=1e-6)
   for g8, g1 in zip(grads_8, grads_1):
     np.testing.assert_allclose(g8, g1, atol=1e-6)
+
+
+def test_cached_mneg_equals_plain(tiny_bert_dir):
+  """Gradient caching over 4 chunks == value_and_grad of Eq. (1) over the whole batch (dropout on)."""
+  from fewshot_nlu.data import batching
+  from fewshot_nlu.encoders import pooling, pretrained, transformer
+  from fewshot_nlu.losses.ranking import cached_mneg_loss_and_grads
+  from tests import tiny
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  module = transformer.TransformerEncoder(model.config)
+
+  def embed(params, chunk, key):
+    hidden = module.apply({"params": params}, chunk["ids"], chunk["mask"], deterministic=False,
+                          rngs={"dropout": key})
+    return pooling.mean_pool(hidden, chunk["mask"])
+
+  def side(texts):
+    b = batching.pad_token_ids(model.tokenizer.encode(texts, 16), 16, model.tokenizer.pad_id)
+    return {"ids": b["input_ids"], "mask": b["attention_mask"]}
+  contexts, responses = side(tiny.CORPUS[:8]), side(tiny.CORPUS[4:12])
+  rng, n = jax.random.key(3), 4
+
+  def plain(params):
+    keys = [jax.random.fold_in(rng, i) for i in range(2 * n)]
+    chunk = lambda d, i: {k: v[i * 2 : (i + 1) * 2] for k, v in d.items()}
+    c = jnp.concatenate([embed(params, chunk(contexts, i), keys[i]) for i in range(n)])
+    r = jnp.concatenate([embed(params, chunk(responses, i), keys[n + i]) for i in range(n)])
+    return mneg_loss(c, r)
+
+  loss, grads = jax.value_and_grad(plain)(model.params)
+  cached_loss, cached_grads = jax.jit(lambda p: cached_mneg_loss_and_grads(
+      embed, p, contexts, responses, rng, num_chunks=n))(model.params)
+  np.testing.assert_allclose(cached_loss, loss, rtol=1e-6)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-5), cached_grads, grads)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
 
@@ -51,3 +53,49 @@ def mneg_loss(contexts: jax.Array, responses: jax.Array, valid: jax.Array | None
   denominator = jax.nn.logsumexp(jnp.where(allowed, scores, _MASKED), axis=-1)
   per_row = -positive + denominator
   return jnp.sum(jnp.where(valid, per_row, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
+
+
+def _chunked(tree, n: int):
+  return jax.tree.map(lambda x: x.reshape((n, x.shape[0] // n) + x.shape[1:]), tree)
+
+
+def cached_mneg_loss_and_grads(embed: Callable, params, contexts: dict, responses: dict, rng: jax.Array, *,
+                               num_chunks: int, valid: jax.Array | None = None,
+                               labels: jax.Array | None = None, scale: float = 20.0,
+                               exclude_positive: bool = True):
+  """MNEG (Eq. 1) loss and parameter gradients for a batch too large to back-propagate at once, by gradient
+  caching (Gao et al. 2021, "GradCache"; sentence-transformers' CachedMNRL):
+
+    1. embed all contexts and responses chunk by chunk, keeping no activations;
+    2. take the loss and its gradient with respect to the embeddings only (cheap: [B, H]);
+    3. re-embed chunk by chunk and back-propagate each chunk's embedding gradient into the parameters.
+
+  The result equals ``jax.value_and_grad`` of ``mneg_loss`` over the whole batch (same dropout keys per
+  chunk), while activation memory is that of one chunk. ``embed(params, chunk, rng) -> [chunk, H]``;
+  ``contexts`` / ``responses`` are dicts of [B, ...] arrays with B divisible by ``num_chunks``. Chunk i of
+  the contexts uses ``fold_in(rng, i)``, of the responses ``fold_in(rng, num_chunks + i)``.
+  """
+  keys = jax.vmap(lambda i: jax.random.fold_in(rng, i))(jnp.arange(2 * num_chunks))
+  context_keys, response_keys = keys[:num_chunks], keys[num_chunks:]
+  context_chunks, response_chunks = _chunked(contexts, num_chunks), _chunked(responses, num_chunks)
+
+  def embed_all(chunks, chunk_keys):
+    vectors = jax.lax.map(lambda xs: embed(params, xs[0], xs[1]), (chunks, chunk_keys))
+    return jax.lax.stop_gradient(vectors.reshape((-1,) + vectors.shape[2:]))
+
+  c, r = embed_all(context_chunks, context_keys), embed_all(response_chunks, response_keys)
+  loss, (grad_c, grad_r) = jax.value_and_grad(
+      lambda c, r: mneg_loss(c, r, valid, labels, scale=scale, exclude_positive=exclude_positive),
+      argnums=(0, 1))(c, r)
+
+  def backprop(chunks, chunk_keys, cotangents):
+    def body(acc, xs):
+      chunk, key, cotangent = xs
+      _, vjp = jax.vjp(lambda p: embed(p, chunk, key), params)
+      return jax.tree.map(jnp.add, acc, vjp(cotangent)[0]), None
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    return jax.lax.scan(body, zeros, (chunks, chunk_keys, _chunked(cotangents, num_chunks)))[0]
+
+  grads = jax.tree.map(jnp.add, backprop(context_chunks, context_keys, grad_c),
+                       backprop(response_chunks, response_keys, grad_r))
+  return loss, grads
