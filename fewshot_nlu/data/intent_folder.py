@@ -12,7 +12,7 @@ import pathlib
 class IntentSplit:
   texts: list[str]
   labels: list[str]
-  source: pathlib.Path
+  source: pathlib.Path | str  # the folder, or a builder/split name
 
   @property
   def label_names(self) -> list[str]:

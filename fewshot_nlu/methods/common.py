@@ -21,7 +21,7 @@ from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.index import Index
-from fewshot_nlu.train import loop
+from fewshot_nlu.train import loop, optimizer
 from fewshot_nlu.train.checkpoint import Checkpointer
 from fewshot_nlu.train.metrics import MetricWriter
 from fewshot_nlu.train.setup import build_training
@@ -40,7 +40,7 @@ def validate_common(config: ml_collections.ConfigDict) -> None:
                                  "model.max_length", "eval.batch_size", "train.save_every",
                                  "train.log_every")
   config_checks.require_fraction(config, "train.warmup_fraction")
-  config_checks.require_choice(config, "train.decay", ("linear", "cosine", "constant"))
+  config_checks.require_choice(config, "train.decay", optimizer.DECAYS)
   config_checks.require_choice(config, "model.pooling", tuple(pooling.POOLERS))
   config_checks.require_choice(config, "model.dtype", tuple(DTYPES))
   _prepared_builder(config)
