@@ -49,3 +49,25 @@ def pad_token_ids(sequences: Sequence[Sequence[int]], length: int, pad_id: int,
     input_ids[i, : len(seq)] = seq
     mask[i, : len(seq)] = 1
   return {"input_ids": input_ids, "attention_mask": mask}
+
+
+def pad_in_length_groups(sequences: Sequence[Sequence[int]], groups: int, buckets: Sequence[int], pad_id: int,
+                         batch_size: int) -> tuple[np.ndarray, list[dict[str, np.ndarray]]]:
+  """Sorts ``sequences`` by length and cuts the batch into ``groups`` equal sub-batches of
+  ``batch_size / groups`` rows, each padded to its own bucket: a batch whose rows must stay together (P x K
+  intents, all in-batch pairs) then pays for its long utterances only in the group that holds them (BANKING77
+  batches of 32 at max length 48: 1,024 instead of 1,536 padded tokens with 2 groups).
+
+  Returns ``(order, groups)``: row r of the concatenated groups holds ``sequences[order[r]]``; rows past
+  ``len(sequences)`` (``order`` has only ``len(sequences)`` entries) are padding, always at the end.
+  """
+  if batch_size % groups:
+    raise ValueError(f"batch_size={batch_size} does not split into {groups} length groups")
+  rows = batch_size // groups
+  order = np.argsort([len(s) for s in sequences], kind="stable")
+  out = []
+  for g in range(groups):
+    chunk = [sequences[i] for i in order[g * rows : (g + 1) * rows]]
+    length = bucket_for(max((len(s) for s in chunk), default=1), buckets)
+    out.append(pad_token_ids(chunk, length, pad_id, rows))
+  return order, out

@@ -13,36 +13,45 @@ import tqdm
 from fewshot_nlu.data import batching
 from fewshot_nlu.encoders import pooling, pretrained, transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
+from fewshot_nlu.heads import projection as projection_head
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "dtype", "pool", "normalize"))
-def encode_batch(params, input_ids, attention_mask, *, cfg, dtype, pool: str, normalize: bool):
-  """One jitted forward + pooling (+ L2 normalisation) of a padded batch."""
+def encode_batch(params, input_ids, attention_mask, projection=None, *, cfg, dtype, pool: str,
+                 normalize: bool):
+  """One jitted forward + pooling (+ the down-projection head, + L2 normalisation) of a padded batch."""
   hidden = transformer.TransformerEncoder(cfg, dtype).apply({"params": params}, input_ids, attention_mask)
   vectors = pooling.get_pooler(pool)(hidden, attention_mask)
+  if projection is not None:
+    vectors = projection_head.apply(projection, vectors)
   return pooling.l2_normalize(vectors) if normalize else vectors
 
 
 class SentenceEncoder:
   """Encodes texts with length buckets: texts are sorted by token count, cut into batches of ``batch_size``
   and each batch padded to the smallest of ``batching.INFERENCE_BUCKETS`` that fits it, so a bounded set of
-  programs compiles (each once per process, or once ever with the persistent compilation cache)."""
+  programs compiles (each once per process, or once ever with the persistent compilation cache).
+  ``projection`` (``heads.projection``) maps pooled vectors into ConvFiT's d_o-dim specialised space."""
 
   def __init__(self, cfg: transformer.EncoderConfig, params: Any, tokenizer: Tokenizer, *,
                pooling_mode: str = "mean", normalize: bool = True, max_length: int = 128,
-               batch_size: int = 32, dtype=jnp.float32):
+               batch_size: int = 32, dtype=jnp.float32, projection: dict | None = None):
     pooling.get_pooler(pooling_mode)  # validate early
     if max_length > cfg.max_length:
       raise ValueError(f"max_length={max_length} exceeds the model's {cfg.max_length} positions")
     self.cfg, self.tokenizer = cfg, tokenizer
     self.params = jax.device_put(params)
+    self.projection = None if projection is None else jax.device_put(dict(projection))
+    self.dim = cfg.hidden_size if projection is None else int(projection["kernel"].shape[1])
     self.pooling_mode, self.normalize = pooling_mode, normalize
     self.max_length, self.batch_size, self.dtype = max_length, batch_size, dtype
     self.buckets = batching.length_buckets(max_length, batching.INFERENCE_BUCKETS)
 
   @classmethod
   def from_pretrained(cls, source: str = pretrained.DEFAULT_MODEL, **kwargs) -> "SentenceEncoder":
+    """Loads ``source`` (see ``pretrained.load_pretrained``), with its down-projection if it has one."""
     model = pretrained.load_pretrained(source)
+    kwargs.setdefault("projection", projection_head.load(model.directory))
     return cls(model.config, model.params, model.tokenizer, **kwargs)
 
   def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
@@ -51,7 +60,7 @@ class SentenceEncoder:
       raise TypeError("encode() takes a sequence of texts, not a single string")
     token_ids = self.tokenizer.encode(texts, self.max_length)
     order = np.argsort([-len(t) for t in token_ids], kind="stable")
-    out = np.zeros((len(texts), self.cfg.hidden_size), np.float32)
+    out = np.zeros((len(texts), self.dim), np.float32)
     starts = range(0, len(order), self.batch_size)
     for start in tqdm.tqdm(starts, desc="encode", unit="batch", disable=not show_progress):
       idx = order[start : start + self.batch_size]
@@ -60,7 +69,8 @@ class SentenceEncoder:
       batch = batching.pad_token_ids(chunk, length, self.tokenizer.pad_id, self.batch_size)
       # Synchronous on purpose: with 2 CPU cores, letting the host run ahead (async dispatch) competes with
       # XLA's compute threads and measured ~10% slower in bench/encode.py.
-      vectors = encode_batch(self.params, batch["input_ids"], batch["attention_mask"], cfg=self.cfg,
+      vectors = encode_batch(self.params, batch["input_ids"], batch["attention_mask"], self.projection,
+                             cfg=self.cfg,
                              dtype=self.dtype, pool=self.pooling_mode, normalize=self.normalize)
       out[idx] = np.asarray(vectors)[: len(idx)]
     return out

@@ -20,12 +20,12 @@ from fewshot_nlu.data.intent_folder import IntentSplit
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling
 from fewshot_nlu.encoders.sentence import SentenceEncoder
-from fewshot_nlu.index import Index
+from fewshot_nlu.intent_model import IntentModel
 from fewshot_nlu.train import loop, optimizer
 from fewshot_nlu.train.checkpoint import Checkpointer
 from fewshot_nlu.train.metrics import MetricWriter
 from fewshot_nlu.train.setup import build_training
-from fewshot_nlu.train.step import LossFn
+from fewshot_nlu.train.step import GradsFn, LossFn
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def validate_common(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "train.decay", optimizer.DECAYS)
   config_checks.require_choice(config, "model.pooling", tuple(pooling.POOLERS))
   config_checks.require_choice(config, "model.dtype", tuple(DTYPES))
-  _prepared_builder(config)
+  prepared_builder(config)
 
 
 def _builder(config: ml_collections.ConfigDict):
@@ -79,7 +79,7 @@ def _as_split(examples: list[dict], where: str) -> IntentSplit:
   return IntentSplit(texts, labels, where)
 
 
-def _prepared_builder(config: ml_collections.ConfigDict):
+def prepared_builder(config: ml_collections.ConfigDict):
   """The builder with its files prepared (once), after checking the configured split names exist."""
   builder = base.prepare(_builder(config))
   available = sorted(builder.info.splits.keys())
@@ -91,11 +91,15 @@ def _prepared_builder(config: ml_collections.ConfigDict):
   return builder
 
 
+def read_split(config: ml_collections.ConfigDict, split: str, builder=None) -> IntentSplit:
+  builder = builder or prepared_builder(config)
+  return _as_split(base.load_split(builder, split), f"{config.data.builder}/{split}")
+
+
 def read_splits(config: ml_collections.ConfigDict) -> tuple[IntentSplit, IntentSplit]:
   """(train, eval) splits named by ``data.train_split`` / ``data.eval_split``."""
-  builder = _prepared_builder(config)
-  return tuple(_as_split(base.load_split(builder, split), f"{config.data.builder}/{split}")
-               for split in (config.data.train_split, config.data.eval_split))
+  builder = prepared_builder(config)
+  return tuple(read_split(config, split, builder) for split in (config.data.train_split, config.data.eval_split))
 
 
 def mesh_and_host_batch(config: ml_collections.ConfigDict) -> tuple[Any, int]:
@@ -111,10 +115,12 @@ def mesh_and_host_batch(config: ml_collections.ConfigDict) -> tuple[Any, int]:
 
 
 def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any, logical_axes: Any,
-          loss_fn: LossFn, stream: EpochStream, mesh, writer: MetricWriter) -> tuple[Any, int]:
-  """Runs the resumable training loop; returns (trained params on host, total steps)."""
-  total_steps = stream.total_steps(config.train.epochs)
-  training = build_training(params, logical_axes, loss_fn, total_steps, mesh, config)
+          loss_fn: LossFn, stream: EpochStream, mesh, writer: MetricWriter, *, grads_fn: GradsFn | None = None,
+          total_steps: int | None = None) -> tuple[Any, int]:
+  """Runs the resumable training loop (``config.train.epochs`` of ``stream`` unless ``total_steps`` is
+  given); returns (trained params on host, total steps)."""
+  total_steps = total_steps or stream.total_steps(config.train.epochs)
+  training = build_training(params, logical_axes, loss_fn, total_steps, mesh, config, grads_fn)
   checkpointer = Checkpointer(workdir, config.train.save_every, config.train.keep_checkpoints)
   try:
     state = loop.train(training=training, stream=stream, total_steps=total_steps, mesh=mesh,
@@ -125,19 +131,30 @@ def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any,
   return jax.device_get(state.params), total_steps
 
 
+def evaluate_intent_model(model: IntentModel, queries: IntentSplit, workdir: pathlib.Path,
+                          name: str = "predictions") -> dict:
+  """Accuracy of ``model`` on ``queries``; writes ``<name>.tsv`` (text, gold, predicted, score and the
+  nearest training utterances with their labels and cosines: the evidence behind each prediction)."""
+  predictions = model.predict(queries.texts, show_progress=True)
+  correct = np.array([p.label == g for p, g in zip(predictions, queries.labels)])
+  if jax.process_index() == 0:
+    with open(workdir / f"{name}.tsv", "w", encoding="utf-8") as f:
+      f.write("text\tgold\tpredicted\tscore\tnearest_training_utterances\n")
+      for text, gold, p in zip(queries.texts, queries.labels, predictions):
+        evidence = " | ".join(f"{n.text} [{n.label} {n.score:.3f}]" for n in p.neighbours)
+        f.write(f"{_cell(text)}\t{gold}\t{p.label}\t{p.score:.4f}\t{_cell(evidence)}\n")
+  return {"accuracy": float(correct.mean()), "num_eval": len(queries.texts), "num_pool": len(model.index)}
+
+
+def _cell(text: str) -> str:
+  return text.replace("\t", " ").replace("\n", " ")
+
+
 def nearest_neighbour_eval(encoder: SentenceEncoder, pool: IntentSplit, queries: IntentSplit,
                            workdir: pathlib.Path, name: str = "predictions") -> dict:
-  """1-NN by cosine over the training pool (``fewshot_nlu.index``); writes ``<name>.tsv`` with the nearest
-  training utterance as the evidence for each prediction."""
-  index = Index.build(encoder.encode(pool.texts, show_progress=True),
-                      [{"label": l, "text": t} for t, l in zip(pool.texts, pool.labels)], metric="cosine")
-  hits = [row[0] for row in index.query(encoder.encode(queries.texts, show_progress=True), k=1)]
-  correct = np.array([h.payload["label"] == g for h, g in zip(hits, queries.labels)])
-  with open(workdir / f"{name}.tsv", "w", encoding="utf-8") as f:
-    f.write("text\tgold\tpredicted\tscore\tnearest_training_utterance\n")
-    for text, gold, hit in zip(queries.texts, queries.labels, hits):
-      f.write(f"{text}\t{gold}\t{hit.payload['label']}\t{hit.score:.4f}\t{hit.payload['text']}\n")
-  return {"accuracy": float(correct.mean()), "num_eval": len(queries.texts), "num_pool": len(pool.texts)}
+  """1-NN by cosine over the training pool, through ``IntentModel`` (see ``evaluate_intent_model``)."""
+  model = IntentModel.from_examples(encoder, pool.texts, pool.labels, show_progress=True)
+  return evaluate_intent_model(model, queries, workdir, name)
 
 
 def write_results(config: ml_collections.ConfigDict, workdir: pathlib.Path, results: dict, steps: int,

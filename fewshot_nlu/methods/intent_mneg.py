@@ -14,7 +14,6 @@ import logging
 import pathlib
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -29,9 +28,6 @@ from fewshot_nlu.methods import common
 from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
-
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-
 
 def validate(config: ml_collections.ConfigDict) -> None:
   common.validate_common(config)

@@ -12,7 +12,7 @@ from jax.sharding import Mesh
 from fewshot_nlu import sharding
 from fewshot_nlu.train import optimizer as optimizer_lib
 from fewshot_nlu.train.state import TrainState, state_specs
-from fewshot_nlu.train.step import LossFn, make_train_step
+from fewshot_nlu.train.step import GradsFn, LossFn, make_train_step
 
 
 @dataclasses.dataclass
@@ -25,7 +25,7 @@ class Training:
 
 
 def build_training(params: Any, logical_axes: Any, loss_fn: LossFn, total_steps: int, mesh: Mesh,
-                   config: ml_collections.ConfigDict) -> Training:
+                   config: ml_collections.ConfigDict, grads_fn: GradsFn | None = None) -> Training:
   """Uses ``config.train`` (optimizer), ``config.sharding`` (rules) and ``config.seed``."""
   t = config.train
   tx, schedule = optimizer_lib.make_optimizer(
@@ -43,5 +43,5 @@ def build_training(params: Any, logical_axes: Any, loss_fn: LossFn, total_steps:
     return jax.jit(lambda p: TrainState.create(p, tx), out_shardings=shardings)(placed)
 
   abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), shapes, shardings)
-  step = make_train_step(loss_fn, tx, schedule, mesh, shardings, seed=config.seed)
+  step = make_train_step(loss_fn, tx, schedule, mesh, shardings, seed=config.seed, grads_fn=grads_fn)
   return Training(init_state, abstract, shardings, step, schedule)
