@@ -1,0 +1,197 @@
+"""ConvFiT Stage 1 (§2.1): adaptive conversational fine-tuning by response ranking.
+
+A dual encoder (shared weights, mean pooling) ranks each context's response against the other responses of
+the GLOBAL batch with MNEG (Eq. 1, ``losses.ranking.mneg_loss``; S(c, r) = D cos(c, r), D = ``loss.scale``).
+Under jit over a mesh the batch is one global array, so the [B, B] score matrix spans every device's
+responses. ``loss.cache_chunks`` > 0 switches to gradient caching (``cached_mneg_loss_and_grads``): the same
+loss and gradients with the activation memory of one chunk, for global batches of tens of thousands on pods.
+
+Data: ``dialogue_pairs`` (config ``context_response``: up to 3 context turns joined by the tokenizer's
+separator token -> the next turn; SGD + Taskmaster-4 from ../shared/data) here, or
+``reddit_conversational`` (PolyAI's Reddit JSON lines, the paper's source; ``context`` only, as in the paper).
+Evaluation: response selection on the held-out split, R@1 among 100 candidates (the true response and 99
+others of the same group). The exported encoder (``export/``) is the input LM of Stage 2
+(``--config.model.name=<workdir>/export``).
+
+Deviation (scale): the paper trains 2 epochs at batch 256 on ~2% of Reddit; on CPU the config's
+``train.max_steps`` caps the run (see bench/results/convfit.md for what was run).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pathlib
+
+import jax
+import ml_collections
+import numpy as np
+
+from fewshot_nlu import config_checks
+from fewshot_nlu.data import batching, builders
+from fewshot_nlu.data.builders import base
+from fewshot_nlu.data.stream import EpochStream
+from fewshot_nlu.encoders import pooling, pretrained, transformer
+from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.losses.ranking import cached_mneg_loss_and_grads, mneg_loss
+from fewshot_nlu.methods import common
+from fewshot_nlu.methods.convfit import STAGE1_MARKER
+from fewshot_nlu.train.metrics import MetricWriter
+
+log = logging.getLogger(__name__)
+
+SOURCES = ("dialogue_pairs", "reddit_conversational")
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  config_checks.require_choice(config, "data.builder", SOURCES)
+  config_checks.require_positive(config, "train.batch_size", "train.epochs", "train.learning_rate",
+                                 "model.max_length", "eval.batch_size", "train.save_every", "train.log_every")
+  config_checks.require_fraction(config, "train.warmup_fraction")
+  config_checks.require_choice(config, "model.pooling", tuple(pooling.POOLERS))
+  config_checks.require_choice(config, "model.dtype", tuple(common.DTYPES))
+  if config.train.max_steps < 0 or config.loss.cache_chunks < 0 or config.eval.max_pairs < 0:
+    raise config_checks.ConfigError("config.train.max_steps, config.loss.cache_chunks and config.eval.max_pairs "
+                                    "must be >= 0")
+  if config.loss.cache_chunks and config.train.batch_size % config.loss.cache_chunks:
+    raise config_checks.ConfigError(f"config.loss.cache_chunks: {config.loss.cache_chunks} does not divide "
+                                    f"config.train.batch_size={config.train.batch_size}")
+  _builder(config)
+
+
+def _builder(config):
+  kwargs = {"data_dir": config.data.tfds_dir or None}
+  if config.data.builder_config:
+    kwargs["config"] = config.data.builder_config
+  if config.data.raw_dir:
+    kwargs["raw_dir"] = config_checks.require_dir(config, "data.raw_dir")
+  elif config.data.builder == "dialogue_pairs":
+    kwargs["raw_dir"] = config_checks.require_dir(config, "data.dir")
+  builder = base.prepare(builders.get_builder(config.data.builder, **kwargs))
+  for field in ("data.train_split", "data.eval_split"):
+    split = config_checks.get(config, field)
+    if split and split not in builder.info.splits:
+      raise config_checks.ConfigError(f"config.{field}: {split!r} is not a split of {config.data.builder}; "
+                                      f"available: {sorted(builder.info.splits.keys())}")
+  return builder
+
+
+def read_pairs(builder, split: str, separator: str) -> tuple[list[str], list[str]]:
+  """(contexts, responses): dialogue turns joined by `` <separator> `` (oldest first); Reddit's ``context``."""
+  contexts, responses = [], []
+  for e in base.load_split(builder, split):
+    contexts.append(f" {separator} ".join(e["query"]) if "query" in e else e["context"])
+    responses.append(e["response"])
+  return contexts, responses
+
+
+def make_batcher(context_ids, response_ids, buckets, pad_id):
+  def make_batch(indices, epoch, batch_size):
+    batch = {"valid": np.arange(batch_size) < len(indices)}
+    for side, ids in (("context", context_ids), ("response", response_ids)):
+      chunk = [ids[i] for i in indices]
+      padded = batching.pad_token_ids(chunk, batching.bucket_for(max(map(len, chunk)), buckets), pad_id, batch_size)
+      batch[f"{side}_ids"], batch[f"{side}_mask"] = padded["input_ids"], padded["attention_mask"]
+    return batch
+  return make_batch
+
+
+def make_loss(cfg: transformer.EncoderConfig, config):
+  """(loss_fn, grads_fn): plain MNEG over the global batch, or its gradient-cached form."""
+  module = transformer.TransformerEncoder(cfg, common.DTYPES[config.model.dtype])
+  pool = pooling.get_pooler(config.model.pooling)
+
+  def embed(params, chunk, rng):
+    hidden = module.apply({"params": params}, chunk["ids"], chunk["mask"], deterministic=False,
+                          rngs={"dropout": rng})
+    return pool(hidden, chunk["mask"])
+
+  def sides(batch):
+    return ({"ids": batch["context_ids"], "mask": batch["context_mask"]},
+            {"ids": batch["response_ids"], "mask": batch["response_mask"]})
+
+  def loss_fn(params, batch, rng):
+    contexts, responses = sides(batch)
+    context_rng, response_rng = jax.random.split(rng)
+    loss = mneg_loss(embed(params, contexts, context_rng), embed(params, responses, response_rng), batch["valid"],
+                     scale=config.loss.scale, exclude_positive=config.loss.exclude_positive)
+    return loss, {}
+
+  def grads_fn(params, batch, rng):
+    contexts, responses = sides(batch)
+    loss, grads = cached_mneg_loss_and_grads(
+        embed, params, contexts, responses, rng, num_chunks=config.loss.cache_chunks, valid=batch["valid"],
+        scale=config.loss.scale, exclude_positive=config.loss.exclude_positive)
+    return loss, {}, grads
+
+  return loss_fn, (grads_fn if config.loss.cache_chunks else None)
+
+
+def response_selection(encoder: SentenceEncoder, contexts, responses, group: int = 100, seed: int = 0) -> dict:
+  """R@1 and MRR of each context's true response among the ``group`` responses of its block of pairs.
+  Pairs are shuffled (fixed ``seed``) before blocking: consecutive pairs of one dialogue overlap (a response
+  is the next pair's last context turn), so blocks in raw order would hold near-copies of the answer."""
+  order = np.random.default_rng(seed).permutation(len(contexts))
+  n = len(contexts) // group * group
+  if n == 0:
+    return {}
+  contexts, responses = [contexts[i] for i in order[:n]], [responses[i] for i in order[:n]]
+  c, r = encoder.encode(contexts, show_progress=True), encoder.encode(responses, show_progress=True)
+  ranks = []
+  for start in range(0, n, group):
+    scores = c[start:start + group] @ r[start:start + group].T
+    ranks.extend(1 + np.sum(scores > np.diag(scores)[:, None], axis=1))
+  ranks = np.array(ranks)
+  return {f"r1_at_{group}": float(np.mean(ranks == 1)), "mrr": float(np.mean(1.0 / ranks)), "num_eval": n}
+
+
+def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
+  builder = _builder(config)
+  model = pretrained.load_pretrained(config.model.name)
+  tok = model.tokenizer
+  separator = tok.backend.id_to_token(tok.sep_id) if tok.sep_id is not None else "|"
+  contexts, responses = read_pairs(builder, config.data.train_split, separator)
+  log.info("stage 1: %d (context, response) pairs from %s/%s", len(contexts), config.data.builder,
+           config.data.train_split)
+  mesh, host_batch = common.mesh_and_host_batch(config)
+  buckets = batching.length_buckets(config.model.max_length)
+  stream = EpochStream(len(contexts), host_batch,
+                       make_batcher(tok.encode(contexts, config.model.max_length),
+                                    tok.encode(responses, config.model.max_length), buckets, tok.pad_id),
+                       seed=config.seed + jax.process_index())
+  epoch_steps = stream.total_steps(config.train.epochs)
+  total = min(epoch_steps, config.train.max_steps) if config.train.max_steps else epoch_steps
+  writer = MetricWriter(workdir)
+  loss_fn, grads_fn = make_loss(model.config, config)
+  params, steps = common.train(config, workdir, model.params, transformer.logical_axes(model.config), loss_fn,
+                               stream, mesh, writer, grads_fn=grads_fn, total_steps=total)
+  results = {"pairs": len(contexts), "steps": steps, "epochs_run": round(steps / max(epoch_steps, 1)
+                                                                           * config.train.epochs, 3)}
+  if config.data.eval_split:
+    held_c, held_r = read_pairs(builder, config.data.eval_split, separator)
+    if config.eval.max_pairs and len(held_c) > config.eval.max_pairs:  # a fixed random subset
+      keep = np.sort(np.random.default_rng(1).choice(len(held_c), config.eval.max_pairs, replace=False))
+      held_c, held_r = [held_c[i] for i in keep], [held_r[i] for i in keep]
+
+    def evaluate(p):
+      enc = SentenceEncoder(model.config, p, tok, pooling_mode=config.model.pooling,
+                            max_length=config.model.max_length, batch_size=config.eval.batch_size,
+                            dtype=common.DTYPES[config.model.dtype])
+      return response_selection(enc, held_c, held_r)
+
+    results.update(evaluate(params))
+    if config.eval.before_training:
+      results["before_training"] = evaluate(model.params)
+  if jax.process_index() == 0:
+    export = workdir / "export"
+    pretrained.save_pretrained(export, model.config, params, tok, model.heads)
+    (export / STAGE1_MARKER).write_text(json.dumps(
+        {"base_model": config.model.name, "data": f"{config.data.builder}/{config.data.train_split}",
+         "steps": steps, "batch_size": config.train.batch_size}, indent=1) + "\n")
+  results.update(method=config.method, dataset=config.data.builder, model=config.model.name)
+  writer.write(steps, {k: v for k, v in results.items() if k.startswith("r1") or k == "mrr"}, prefix="eval/")
+  writer.close()
+  if jax.process_index() == 0:
+    (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+  log.info("results: %s", results)
+  return results

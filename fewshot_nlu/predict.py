@@ -1,0 +1,81 @@
+"""Predict intents with an exported model, showing the nearest training examples behind each prediction.
+
+  python -m fewshot_nlu.predict --model runs/convfit_banking77/export "I lost my card" "where is my money?"
+  python -m fewshot_nlu.predict --model DIR --input queries.txt --output predictions.jsonl
+  python -m fewshot_nlu.predict --model DIR --add more_examples.tsv --save "I lost my card"
+
+``--add`` indexes more labelled examples (a TSV of ``text<TAB>label`` lines) before predicting: inference-time
+pool augmentation (ConvFiT Figure 6), no retraining; ``--save`` writes the grown index back into the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+
+
+def read_examples(path: pathlib.Path) -> tuple[list[str], list[str]]:
+  texts, labels = [], []
+  with open(path, encoding="utf-8") as f:
+    for number, line in enumerate(f, 1):
+      line = line.rstrip("\n")
+      if not line.strip():
+        continue
+      fields = line.split("\t")
+      if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
+        raise ValueError(f"{path}, line {number}: expected 'text<TAB>label', got {line!r}")
+      texts.append(fields[0])
+      labels.append(fields[1])
+  return texts, labels
+
+
+def main(argv: list[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("texts", nargs="*", help="utterances to classify")
+  parser.add_argument("--model", required=True, help="an export/ folder written by a training run")
+  parser.add_argument("--input", help="a file with one utterance per line (instead of / besides TEXTS)")
+  parser.add_argument("--output", help="write one JSON object per utterance to this file")
+  parser.add_argument("--neighbours", type=int, default=3, help="nearest examples to show (default 3)")
+  parser.add_argument("--add", help="a TSV of text<TAB>label examples to index before predicting")
+  parser.add_argument("--save", action="store_true", help="with --add: save the grown index into --model")
+  args = parser.parse_args(argv)
+  os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+  texts = list(args.texts)
+  try:
+    if args.input:
+      texts += [l.strip() for l in pathlib.Path(args.input).read_text(encoding="utf-8").splitlines() if l.strip()]
+    extra = read_examples(pathlib.Path(args.add)) if args.add else None
+    from fewshot_nlu.intent_model import IntentModel
+    model = IntentModel.load(args.model)
+  except (OSError, ValueError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  if extra:
+    model.add_examples(*extra)
+    print(f"indexed {len(extra[0])} more examples ({len(model.index)} in all)", file=sys.stderr)
+    if args.save:
+      model.index.save(pathlib.Path(args.model) / "index")
+  if not texts:
+    return 0
+  predictions = model.predict(texts, neighbours=args.neighbours)
+  out = open(args.output, "w", encoding="utf-8") if args.output else None
+  for text, p in zip(texts, predictions):
+    if out:
+      out.write(json.dumps({"text": text, "label": p.label, "score": p.score, "neighbours": [
+          {"text": n.text, "label": n.label, "score": n.score} for n in p.neighbours]}, ensure_ascii=False) + "\n")
+    else:
+      print(f"{text}\n  -> {p.label}  ({p.score:.3f})")
+      for n in p.neighbours:
+        print(f"     {n.score:.3f}  {n.label:<28}  {n.text}")
+  if out:
+    out.close()
+    print(f"wrote {len(texts)} predictions to {args.output}", file=sys.stderr)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
