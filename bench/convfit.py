@@ -1,0 +1,164 @@
+"""ConvFiT on the shipped MiniLM, CPU: k-NN with the untouched encoder, the MLP baseline, Stage 2 (OCL, COS),
+Stage 1 + Stage 2, and the paper's pair sampling vs the fast P x K mode; full test sets, 10-shot.
+
+  python bench/convfit.py                       # the whole plan (hours on 2 cores; resumable)
+  python bench/convfit.py --only b77-ocl,hwu-cos --seeds 0   # some runs
+  python bench/convfit.py --table               # rewrite bench/results/convfit.md from what has run
+
+Every run is ``python -m fewshot_nlu.main`` in its own process on a config of configs/ with the overrides
+listed in the table, so each row is reproducible with the command it prints. A finished run (its
+``results.json`` in ``--runs-dir``) is not repeated; rows accumulate in ``bench/results/convfit.jsonl`` and the
+Markdown table is rewritten after every run. Times: ``stage2_seconds`` is the Stage 2 fit (train loop,
+compiles included), ``wall`` the whole process (data, model load, fit, encoding the pool and the full test set).
+Runs go one at a time: two at once on 2 cores ruin both timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+DATASETS = {"b77": "banking77", "clinc": "clinc150", "hwu": "hwu64"}
+STAGE1_OVERRIDES = ("--config.train.batch_size=64", "--config.train.max_steps=120", "--config.eval.max_pairs=2000")
+# Paper numbers, ROB+S1+S2-OCL 10-shot (Table 2 / Table 5, epoch 2) and ROB+S1 + MLP (Table 2).
+PAPER = {"banking77": 87.38, "clinc150": 92.89, "hwu64": 85.32}
+
+# name -> (datasets, overrides, seeds?) ; "{s1}" is replaced by the Stage 1 export folder
+VARIANTS = {
+    "knn": ("LM k-NN (untouched)", ("--config.stage2.enabled=False",), False),
+    "mlp": ("LM + MLP", ("--config.stage2.enabled=False", "--config.classifier.kind=mlp"), True),
+    "ocl": ("LM+S2-OCL (fast)", ("--config.eval.before_training=False",), True),
+    "cos": ("LM+S2-COS (fast)", ("--config.stage2.loss=cos", "--config.eval.before_training=False"), True),
+    "s1mlp": ("LM+S1 + MLP", ("--config.stage2.enabled=False", "--config.classifier.kind=mlp",
+                              "--config.model.name={s1}"), True),
+    "s1ocl": ("LM+S1+S2-OCL (fast)", ("--config.model.name={s1}", "--config.eval.before_training=False"), True),
+    "paper1": ("LM+S2-OCL (paper pairs, 1 epoch)", ("--config.stage2.sampling=paper", "--config.train.epochs=1",
+                                                    "--config.eval.before_training=False"), True),
+}
+# The default plan, most informative first (each a dataset-variant; seeds from --seeds for "seeded" ones).
+PLAN = ("b77-knn", "b77-mlp", "b77-ocl", "b77-cos", "hwu-knn", "hwu-mlp", "hwu-ocl", "hwu-cos",
+        "clinc-knn", "clinc-mlp", "clinc-ocl", "stage1", "b77-s1mlp", "b77-s1ocl", "hwu-s1ocl", "hwu-paper1")
+
+
+def run_one(name: str, seed: int, args) -> dict | None:
+  workdir = pathlib.Path(args.runs_dir) / f"{name}-seed{seed}"
+  if name == "stage1":
+    cmd = [sys.executable, "-m", "fewshot_nlu.main", "--config=configs/convfit_stage1.py", f"--workdir={workdir}",
+           *STAGE1_OVERRIDES]
+  else:
+    key, variant = name.split("-")
+    label, overrides, _ = VARIANTS[variant]
+    s1 = str(pathlib.Path(args.runs_dir) / "stage1-seed0" / "export")
+    cmd = [sys.executable, "-m", "fewshot_nlu.main", f"--config=configs/convfit_{DATASETS[key]}.py:10",
+           f"--workdir={workdir}", f"--config.seed={seed}", *(o.format(s1=s1) for o in overrides)]
+  if (workdir / "results.json").exists():
+    return None
+  print("$", " ".join(cmd[1:]), flush=True)
+  start = time.perf_counter()
+  proc = subprocess.run(cmd, cwd=REPO, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"),
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  wall = time.perf_counter() - start
+  if proc.returncode:
+    print(proc.stderr[-3000:], file=sys.stderr)
+    raise SystemExit(f"{name} seed {seed} failed (exit {proc.returncode})")
+  result = json.loads((workdir / "results.json").read_text())
+  row = {"name": name, "seed": seed, "wall_seconds": round(wall, 1),
+         "command": "python -m fewshot_nlu.main " + " ".join(c for c in cmd[3:] if not c.startswith("--workdir")),
+         "results": result, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"}
+  with open(RESULTS / "convfit.jsonl", "a", encoding="utf-8") as f:
+    f.write(json.dumps(row) + "\n")
+  print(f"  {name} seed {seed}: {json.dumps({k: result.get(k) for k in ('accuracy', 'r1_at_100', 'stage2_seconds')})}"
+        f" wall {wall:.0f}s", flush=True)
+  return row
+
+
+def load_rows() -> list[dict]:
+  path = RESULTS / "convfit.jsonl"
+  return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
+
+
+def _mean_std(values: list[float]) -> str:
+  if not values:
+    return "–"
+  mean = 100 * statistics.mean(values)
+  return f"{mean:.2f} ± {100 * statistics.stdev(values):.2f}" if len(values) > 1 else f"{mean:.2f}"
+
+
+def _time(rows: list[dict]) -> str:
+  fits = [r["results"].get("stage2_seconds") or r["results"].get("classifier_seconds") for r in rows]
+  return f"{statistics.median(fits) / 60:.1f} / {statistics.median(r['wall_seconds'] for r in rows) / 60:.1f}"
+
+
+def write_table() -> None:
+  rows = load_rows()
+  by_name: dict[str, list[dict]] = {}
+  for r in rows:
+    by_name.setdefault(r["name"], []).append(r)
+  lines = ["# ConvFiT on MiniLM-L6 (CPU), 10-shot, full test sets", "",
+           "Generated by `python bench/convfit.py` from `bench/results/convfit.jsonl` (one JSON row per run, with "
+           "its exact command). Accuracy in %, mean ± std over the seeds run (n); time = fit / whole process in "
+           "minutes (fit: the Stage 2 train loop incl. compiles, or for rows without Stage 2 the classifier: pool "
+           "encoding + MLP). Machine: " + (rows[0]["machine"] if rows else "–") + ".", "",
+           "| variant | " + " | ".join(f"{d} acc (n) | {d} time" for d in DATASETS.values()) + " |",
+           "| --- |" + " ---: | ---: |" * len(DATASETS)]
+  for variant, (label, _, _) in VARIANTS.items():
+    cells = []
+    for key in DATASETS:
+      runs = by_name.get(f"{key}-{variant}", [])
+      acc = [r["results"]["accuracy"] for r in runs]
+      cells += [f"{_mean_std(acc)} ({len(acc)})" if acc else "–", _time(runs) if runs else "–"]
+    if any(c != "–" for c in cells):
+      lines.append(f"| {label} | " + " | ".join(cells) + " |")
+  lines.append("| paper: ROB+S1+S2-OCL (RoBERTa-base, Table 5 epoch 2) | " +
+               " | ".join(f"{PAPER[d]:.2f} | –" for d in DATASETS.values()) + " |")
+  if "stage1" in by_name:
+    s = by_name["stage1"][0]["results"]
+    lines += ["", f"Stage 1 (`stage1`): {s['steps']} steps of batch "
+              f"{STAGE1_OVERRIDES[0].split('=')[1]} on {s['pairs']} SGD + Taskmaster-4 (context, response) pairs "
+              f"({s['epochs_run']:.2f} of the config's 2 epochs), {by_name['stage1'][0]['wall_seconds'] / 60:.1f} min; "
+              f"held-out response selection R@1/100 {100 * s['before_training']['r1_at_100']:.1f} -> "
+              f"{100 * s['r1_at_100']:.1f}, MRR {s['before_training']['mrr']:.3f} -> {s['mrr']:.3f} "
+              f"({s['num_eval']} pairs)."]
+  lines += ["", "## Commands", ""]
+  seen = set()
+  for r in rows:
+    cmd = r["command"].replace(f"--config.seed={r['seed']}", "--config.seed=SEED")
+    if cmd not in seen:
+      seen.add(cmd)
+      lines.append(f"- `{r['name']}`: `{cmd}`")
+  notes = RESULTS / "convfit_notes.md"
+  if notes.exists():
+    lines += ["", notes.read_text().strip()]
+  (RESULTS / "convfit.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--only", help="comma-separated runs (default: the whole plan), e.g. b77-ocl,stage1")
+  parser.add_argument("--seeds", default="0", help="seeds for the seeded variants, e.g. 0,1,2")
+  parser.add_argument("--runs-dir", default=str(REPO / "runs" / "bench_convfit"))
+  parser.add_argument("--table", action="store_true", help="only rewrite the Markdown table")
+  args = parser.parse_args()
+  RESULTS.mkdir(parents=True, exist_ok=True)
+  if not args.table:
+    names = args.only.split(",") if args.only else PLAN
+    seeds = [int(s) for s in args.seeds.split(",")]
+    for name in names:
+      seeded = name != "stage1" and VARIANTS[name.split("-")[1]][2]
+      for seed in (seeds if seeded else [0]):
+        run_one(name, seed, args)
+        write_table()
+  write_table()
+
+
+if __name__ == "__main__":
+  main()

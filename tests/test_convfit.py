@@ -1,0 +1,308 @@
+"""ConvFiT: length-grouped batches, the fast (all in-batch pairs) loss and its sharded form, the projection
+and MLP heads against numpy, the intent model (k-NN vote, explanations, pool augmentation, save/load), and
+Stage 2 / Stage 1 end to end on a tiny model through the entry point and the predict CLI."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from fewshot_nlu import main, predict, sharding
+from fewshot_nlu.config_checks import ConfigError
+from fewshot_nlu.data import batching
+from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.heads import mlp as mlp_head
+from fewshot_nlu.heads import projection as projection_head
+from fewshot_nlu.intent_model import IntentModel, Neighbour, vote
+from fewshot_nlu.losses import pairs as pair_losses
+from fewshot_nlu.methods import convfit, convfit_stage1
+from tests import tiny
+from tests.test_main import _toy_dataset
+
+from configs import convfit_base, convfit_stage1 as stage1_config
+
+
+# ------------------------------------------------------------------------------------------- batching
+
+def test_pad_in_length_groups_sorts_and_pads_each_group_to_its_bucket():
+  seqs = [[1] * n for n in (30, 3, 12, 5, 40)]
+  order, groups = batching.pad_in_length_groups(seqs, 2, (8, 16, 32, 48), pad_id=0, batch_size=6)
+  assert list(order) == [1, 3, 2, 0, 4]
+  assert [g["input_ids"].shape for g in groups] == [(3, 16), (3, 48)]
+  lengths = np.concatenate([g["attention_mask"].sum(1) for g in groups])
+  np.testing.assert_array_equal(lengths, [3, 5, 12, 30, 40, 0])  # padding row last
+  with pytest.raises(ValueError, match="does not split into 4"):
+    batching.pad_in_length_groups(seqs, 4, (8, 48), 0, 6)
+
+
+# --------------------------------------------------------------------------------------- fast pair loss
+
+def _stage2_setup(tiny_bert_dir, loss="ocl"):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  config = convfit_base.get_config("intent_folder")
+  config.stage2.loss = loss
+  config.train.batch_size = 8
+  config.stage2.examples_per_class = 2
+  config.model.max_length = 32
+  params, axes = convfit.stage2_params(model.params, model.config, config)
+  split = convfit.IntentSplit(tiny.CORPUS, [f"l{i % 4}" for i in range(12)], "toy")
+  return model, config, params, axes, split
+
+
+def test_fast_loss_is_the_pair_loss_over_all_in_batch_pairs(tiny_bert_dir):
+  model, config, params, _, split = _stage2_setup(tiny_bert_dir)
+  mesh = sharding.make_mesh({"data": 1})
+  stream = convfit.fast_stream(split, {f"l{i}": i for i in range(4)}, model.tokenizer, config, 8, mesh)
+  batch = next(stream)
+  rng = jax.random.key(3)
+  loss, aux = convfit.make_loss_fn(model.config, config)(params, batch, rng)
+  # reference: embed each length group with the same dropout key, then the loss over explicit pairs
+  embed = convfit.embed_fn(model.config, config)
+  vectors = np.concatenate([embed(params, batch[f"ids_{g}"], batch[f"mask_{g}"], jax.random.fold_in(rng, g))
+                            for g in range(2)])
+  first, second = zip(*[(i, j) for i in range(8) for j in range(i + 1, 8)])
+  first, second = np.array(first), np.array(second)
+  positive = batch["label"][first] == batch["label"][second]
+  expected = pair_losses.online_contrastive_loss(vectors[first], vectors[second], positive)
+  np.testing.assert_allclose(loss, expected, rtol=1e-5)
+  assert float(aux["positive_pairs"]) == 4 * 1  # P=4 intents x C(K=2, 2)
+  assert sorted(np.bincount(batch["label"])) == [2, 2, 2, 2]
+
+
+@pytest.mark.parametrize("loss", ["ocl", "cos", "smax"])
+def test_fast_loss_sharded_equals_single_device(tiny_bert_dir, loss):
+  model, config, params, axes, split = _stage2_setup(tiny_bert_dir, loss)
+  loss_fn = convfit.make_loss_fn(model.config, config)
+  values = []
+  for shape in ({"data": 1}, {"data": 2, "fsdp": 2, "model": 2}):
+    mesh = sharding.make_mesh(shape)
+    stream = convfit.fast_stream(split, {f"l{i}": i for i in range(4)}, model.tokenizer, config, 8, mesh)
+    specs = sharding.param_specs(params, axes, mesh)
+    placed = sharding.place(params, sharding.shardings_from_specs(specs, mesh))
+    batch = sharding.global_batch(next(stream), mesh)
+    value, grads = jax.jit(jax.value_and_grad(lambda p, b: loss_fn(p, b, jax.random.key(0))[0]))(placed, batch)
+    values.append((float(value), jax.device_get(grads)))
+  np.testing.assert_allclose(values[1][0], values[0][0], rtol=1e-5)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), values[1][1], values[0][1])
+
+
+def test_paper_stream_pads_each_side_to_its_own_bucket(tiny_bert_dir):
+  model, config, *_ , split = _stage2_setup(tiny_bert_dir)
+  config.stage2.sampling, config.stage2.negatives = "paper", 1
+  stream = convfit.paper_stream(split, model.tokenizer, config, 8)
+  # 4 labels x 3 examples: 4 * C(3, 2) = 12 positives, each with 2n = 2 negatives
+  assert stream.num_items == 12 * 3
+  batch = next(stream)
+  assert batch["first_ids"].shape[0] == 8 and batch["positive"].dtype == bool
+
+
+# ------------------------------------------------------------------------------------------------ heads
+
+def test_projection_is_tanh_dense_with_torch_linear_init():
+  params = projection_head.init(jax.random.key(0), 384, 512)
+  assert params["kernel"].shape == (384, 512) and float(jnp.abs(params["kernel"]).max()) <= 1 / math.sqrt(384)
+  x = np.random.default_rng(0).normal(size=(3, 384)).astype(np.float32)
+  expected = np.tanh(x @ np.asarray(params["kernel"]) + np.asarray(params["bias"]))
+  np.testing.assert_allclose(projection_head.apply(params, x), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_mlp_loss_matches_numpy():
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(4, 3)).astype(np.float32)
+  onehot = np.eye(3, dtype=np.float32)[[0, 2, 1, 1]]
+  weights = np.array([1, 1, 1, 0], np.float32)
+  eps = 0.1
+  smooth = onehot * (1 - eps) + eps / 3
+  log_softmax = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+  expected = -(smooth * log_softmax).sum(1)[:3].mean()
+  got = mlp_head.loss(logits, onehot, weights, multilabel=False, label_smoothing=eps)
+  np.testing.assert_allclose(got, expected, rtol=1e-5)
+  multi = np.array([[1, 0, 1], [0, 0, 1], [1, 1, 0], [0, 1, 0]], np.float32)
+  t = multi * (1 - eps) + eps / 2
+  p = 1 / (1 + np.exp(-logits))
+  expected = -(t * np.log(p) + (1 - t) * np.log(1 - p)).sum(1)[:3].mean()
+  got = mlp_head.loss(logits, multi, weights, multilabel=True, label_smoothing=eps)
+  np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_mlp_learns_separable_classes_and_round_trips(tmp_path):
+  rng = np.random.default_rng(0)
+  centres = rng.normal(size=(3, 16)) * 3
+  labels = np.repeat(np.arange(3), 20)
+  features = (centres[labels] + rng.normal(size=(60, 16))).astype(np.float32)
+  layers = mlp_head.train(features, np.eye(3, dtype=np.float32)[labels],
+                          mlp_head.MLPConfig(hidden=(32, 32), epochs=30, dropout=0.5, learning_rate=0.1))
+  probs = mlp_head.predict_proba(layers, features)
+  assert (probs.argmax(1) == labels).mean() == 1.0
+  np.testing.assert_allclose(probs.sum(1), 1, rtol=1e-5)
+  mlp_head.save(tmp_path, layers)
+  again = mlp_head.load(tmp_path)
+  np.testing.assert_array_equal(mlp_head.predict_proba(again, features), probs)
+
+
+# ------------------------------------------------------------------------------------------ intent model
+
+def test_vote_sums_cosines_per_label_and_keeps_the_nearer_on_ties():
+  n = [Neighbour("a", "x", 0.9), Neighbour("b", "y", 0.6), Neighbour("c", "y", 0.5)]
+  assert vote(n[:1]) == ("x", 0.9)
+  assert vote(n) == ("y", pytest.approx(1.1))
+  assert vote([Neighbour("a", "x", 0.5), Neighbour("b", "y", 0.5)])[0] == "x"
+
+
+def test_intent_model_predicts_explains_grows_and_round_trips(tiny_bert_dir, tmp_path):
+  encoder = SentenceEncoder.from_pretrained(str(tiny_bert_dir), max_length=32)
+  texts, labels = tiny.CORPUS[:6], ["bank", "weather", "food", "music", "bank", "bank"]
+  model = IntentModel.from_examples(encoder, texts, labels)
+  [p] = model.predict([texts[3]])
+  assert p.label == "music" and p.score == pytest.approx(1.0, abs=1e-5)
+  assert p.neighbours[0] == Neighbour(texts[3], "music", pytest.approx(1.0, abs=1e-5)) and len(p.neighbours) == 3
+  model.add_examples([tiny.CORPUS[6]], ["alarm"])  # a new intent, no retraining
+  assert model.predict([tiny.CORPUS[6]])[0].label == "alarm" and "alarm" in model.labels
+  model.save(tmp_path / "export")
+  loaded = IntentModel.load(tmp_path / "export")
+  assert loaded.predict(tiny.CORPUS) == model.predict(tiny.CORPUS)
+  assert len(loaded.index) == 7
+
+
+# --------------------------------------------------------------------------------------- end to end
+
+def _stage2_config(data_dir, model_dir, **overrides):
+  config = convfit_base.get_config("intent_folder")
+  config.data.raw_dir = str(data_dir / "TOY")
+  config.data.tfds_dir = str(data_dir / "tfds")
+  config.data.train_split, config.data.eval_split = "train", "test"
+  config.model.name = str(model_dir)
+  config.model.max_length = 32
+  config.train.batch_size = 8
+  config.train.epochs = 2
+  config.stage2.examples_per_class = 2
+  config.train.save_every = 2
+  config.train.log_every = 1
+  config.classifier.mlp.epochs = 5
+  config.mesh.data = 2  # groups of 4 rows over 2 data-parallel devices
+  config.compilation_cache_dir = ""
+  for field, value in overrides.items():
+    section, name = field.split("__")
+    config[section][name] = value
+  return config
+
+
+@pytest.fixture
+def toy_intents(tmp_path):
+  c = tiny.CORPUS
+  return _toy_dataset(tmp_path / "data", {"bank": c[0:3], "music": c[3:6], "misc": c[6:9], "chat": c[9:12]},
+                      {"bank": c[4:5], "music": c[11:12]})
+
+
+@pytest.mark.parametrize("overrides,variant", [
+    ({}, "LM+S2-OCL (knn)"),
+    ({"stage2__loss": "smax", "stage2__sampling": "paper", "stage2__negatives": 1}, "LM+S2-SMAX (knn)"),
+    ({"stage2__loss": "cos", "classifier__kind": "mlp", "model__init": "random"}, "RAND+S2-COS (mlp)"),
+    ({"stage2__enabled": False, "eval__extra_pool_splits": ("test",)}, "LM (knn)"),
+])
+def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, variant):
+  config = _stage2_config(toy_intents, tiny_bert_dir, **overrides)
+  results = main.run(config, tmp_path / "run")
+  assert results["variant"] == variant and 0 <= results["accuracy"] <= 1
+  export = tmp_path / "run" / "export"
+  loaded = IntentModel.load(export)
+  assert loaded.classifier == config.classifier.kind
+  if config.stage2.enabled:
+    assert results["steps"] > 0 and (export / "projection.safetensors").exists()
+    assert loaded.encoder.dim == 512
+    lines = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [l["step"] for l in lines if "train/loss" in l] == list(range(1, results["steps"] + 1))
+  else:
+    assert results["num_pool"] == 12 + 2  # the test utterances added to the pool (Figure 6 style)
+    # each test utterance now finds itself in the pool (cosine 1); the toy labels disagree on purpose, so
+    # the tie goes to the training copy listed first
+    for row in (tmp_path / "run" / "predictions.tsv").read_text().splitlines()[1:]:
+      text, *_, evidence = row.split("\t")
+      assert evidence.count(f"{text} [") >= 1 and " 1.000]" in evidence
+  rows = (tmp_path / "run" / "predictions.tsv").read_text().splitlines()
+  assert rows[0].split("\t") == ["text", "gold", "predicted", "score", "nearest_training_utterances"]
+  assert len(rows) == 3
+
+
+def test_stage2_config_errors_name_the_field(tmp_path, tiny_bert_dir, toy_intents):
+  for overrides, message in [({"stage2__loss": "triplet"}, "config.stage2.loss: 'triplet' is not one of"),
+                             ({"stage2__examples_per_class": 3}, "config.stage2.examples_per_class: 3 does not divide"),
+                             ({"eval__extra_pool_splits": ("dev",)}, "config.eval.extra_pool_splits: 'dev'"),
+                             ({"classifier__k": 0}, "config.classifier.k: must be a positive number")]:
+    with pytest.raises(ConfigError, match=message):
+      main.run(_stage2_config(toy_intents, tiny_bert_dir, **overrides), tmp_path / "w")
+
+
+def test_predict_cli_prints_neighbours_and_adds_examples(tmp_path, tiny_bert_dir, toy_intents, capsys):
+  config = _stage2_config(toy_intents, tiny_bert_dir, stage2__enabled=False)
+  main.run(config, tmp_path / "run")
+  export = str(tmp_path / "run" / "export")
+  assert predict.main(["--model", export, tiny.CORPUS[3]]) == 0
+  out = capsys.readouterr().out
+  assert f"{tiny.CORPUS[3]}\n  -> music  (1.000)" in out and tiny.CORPUS[3] in out.split("->")[1]
+  extra = tmp_path / "extra.tsv"
+  extra.write_text("good morning to you\tgreeting\n")
+  assert predict.main(["--model", export, "--add", str(extra), "--save", "--output", str(tmp_path / "p.jsonl"),
+                       "good morning to you"]) == 0
+  [row] = [json.loads(l) for l in (tmp_path / "p.jsonl").read_text().splitlines()]
+  assert row["label"] == "greeting" and row["neighbours"][0]["text"] == "good morning to you"
+  assert len(IntentModel.load(export).index) == 13
+  extra.write_text("no label here\n")
+  assert predict.main(["--model", export, "--add", str(extra), "x"]) == 2
+  assert "extra.tsv, line 1: expected 'text<TAB>label'" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------- stage 1
+
+def _reddit_folder(root):
+  root.mkdir(parents=True)
+  c = tiny.CORPUS
+  lines = [{"context": c[i], "response": c[(i + 1) % len(c)]} for i in range(len(c))]
+  (root / "train-00000-of-00001.json").write_text("".join(json.dumps(l) + "\n" for l in lines))
+  return root
+
+
+def _stage1_run(tmp_path, tiny_bert_dir, cache_chunks):
+  config = stage1_config.get_config()
+  config.model.name = str(tiny_bert_dir)
+  config.data.builder, config.data.builder_config = "reddit_conversational", ""
+  config.data.raw_dir = str(tmp_path / "reddit")
+  config.data.tfds_dir = str(tmp_path / "tfds")
+  config.data.eval_split = ""
+  config.train.batch_size, config.train.max_steps, config.train.log_every = 8, 1, 1
+  config.loss.cache_chunks = cache_chunks
+  config.mesh.data = 1
+  config.compilation_cache_dir = ""
+  workdir = tmp_path / f"run{cache_chunks}"
+  results = main.run(config, workdir)
+  loss = json.loads((workdir / "metrics.jsonl").read_text().splitlines()[0])["train/loss"]
+  return results, loss, pretrained.load_pretrained(str(workdir / "export"))
+
+
+def test_stage1_end_to_end_plain_and_gradient_cached_agree(tmp_path):
+  # without dropout, so the plain and the chunked forward passes see the same network
+  (tmp_path / "tiny").mkdir()
+  tiny_bert_dir = tiny.write_checkpoint(tmp_path / "tiny", "bert")
+  hf = json.loads((tiny_bert_dir / "config.json").read_text())
+  hf.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  (tiny_bert_dir / "config.json").write_text(json.dumps(hf))
+  _reddit_folder(tmp_path / "reddit")
+  results, loss, plain = _stage1_run(tmp_path, tiny_bert_dir, 0)
+  assert results["steps"] == 1 and results["pairs"] == 12
+  assert convfit.is_stage1_model(plain.directory)
+  _, cached_loss, cached = _stage1_run(tmp_path, tiny_bert_dir, 2)
+  np.testing.assert_allclose(cached_loss, loss, rtol=1e-5)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), cached.params, plain.params)
+
+
+def test_response_selection_ranks_within_shuffled_groups():
+  class Oracle:  # encodes text i as one-hot e_i: every context finds its response
+    def encode(self, texts, show_progress=False):
+      return np.eye(300, dtype=np.float32)[[int(t.split()[-1]) for t in texts]]
+  texts = [f"t {i}" for i in range(250)]
+  got = convfit_stage1.response_selection(Oracle(), texts, texts, group=100)
+  assert got == {"r1_at_100": 1.0, "mrr": 1.0, "num_eval": 200}
