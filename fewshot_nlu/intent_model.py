@@ -61,9 +61,12 @@ class IntentModel:
 
   @classmethod
   def from_examples(cls, encoder: SentenceEncoder, texts: Sequence[str], labels: Sequence[str], *,
-                    show_progress: bool = False, **kwargs) -> "IntentModel":
+                    label_names: Sequence[str] | None = None, show_progress: bool = False,
+                    **kwargs) -> "IntentModel":
+    """Indexes the labelled examples; ``label_names`` (the classifier's label order, e.g. the MLP's
+    outputs) defaults to the sorted labels."""
     index = Index(encoder.dim, metric="cosine")
-    model = cls(encoder, index, kwargs.pop("label_names", None) or sorted(set(labels)), **kwargs)
+    model = cls(encoder, index, label_names or sorted(set(labels)), **kwargs)
     model.add_examples(texts, labels, show_progress=show_progress)
     return model
 

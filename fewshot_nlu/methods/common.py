@@ -32,10 +32,8 @@ log = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
-def validate_common(config: ml_collections.ConfigDict) -> None:
-  """The checks every intent method needs; none needs a model or a compile (preparing the dataset files is
-  allowed)."""
-  config_checks.require_choice(config, "data.builder", tuple(builders.BUILDERS))
+def validate_training(config: ml_collections.ConfigDict) -> None:
+  """The checks of the model, train and eval fields every training method shares."""
   config_checks.require_positive(config, "train.batch_size", "train.epochs", "train.learning_rate",
                                  "model.max_length", "eval.batch_size", "train.save_every",
                                  "train.log_every")
@@ -43,7 +41,23 @@ def validate_common(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "train.decay", optimizer.DECAYS)
   config_checks.require_choice(config, "model.pooling", tuple(pooling.POOLERS))
   config_checks.require_choice(config, "model.dtype", tuple(DTYPES))
-  prepared_builder(config)
+
+
+def validate_common(config: ml_collections.ConfigDict):
+  """The checks every intent method needs; none needs a model or a compile (preparing the dataset files is
+  allowed). Returns the prepared builder."""
+  config_checks.require_choice(config, "data.builder", tuple(builders.BUILDERS))
+  validate_training(config)
+  return prepared_builder(config)
+
+
+def require_splits(config: ml_collections.ConfigDict, builder, field: str, splits) -> None:
+  """Every name in ``splits`` (the value of ``config.<field>``) is a split of ``builder``."""
+  available = sorted(builder.info.splits.keys())
+  for split in splits:
+    if split not in available:
+      raise config_checks.ConfigError(
+          f"config.{field}: {split!r} is not a split of {config.data.builder}; available: {available}")
 
 
 def _builder(config: ml_collections.ConfigDict):
@@ -82,12 +96,8 @@ def _as_split(examples: list[dict], where: str) -> IntentSplit:
 def prepared_builder(config: ml_collections.ConfigDict):
   """The builder with its files prepared (once), after checking the configured split names exist."""
   builder = base.prepare(_builder(config))
-  available = sorted(builder.info.splits.keys())
   for field in ("data.train_split", "data.eval_split"):
-    split = config_checks.get(config, field)
-    if split not in available:
-      raise config_checks.ConfigError(
-          f"config.{field}: {split!r} is not a split of {config.data.builder}; available: {available}")
+    require_splits(config, builder, field, [config_checks.get(config, field)])
   return builder
 
 

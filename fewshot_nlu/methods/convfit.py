@@ -56,7 +56,7 @@ INITS = ("pretrained", "random")
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
-  common.validate_common(config)
+  builder = common.validate_common(config)
   config_checks.require_choice(config, "model.init", INITS)
   config_checks.require_choice(config, "stage2.loss", LOSSES)
   config_checks.require_choice(config, "stage2.sampling", SAMPLINGS)
@@ -77,12 +77,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
           f"config.stage2.examples_per_class: {config.stage2.examples_per_class} does not divide "
           f"config.train.batch_size={config.train.batch_size} (fast sampling fills batches with P intents x K "
           "utterances)")
-  builder = common.prepared_builder(config)
-  for split in config.eval.extra_pool_splits:
-    if split not in builder.info.splits:
-      raise config_checks.ConfigError(
-          f"config.eval.extra_pool_splits: {split!r} is not a split of {config.data.builder}; available: "
-          f"{sorted(builder.info.splits.keys())}")
+  common.require_splits(config, builder, "eval.extra_pool_splits", config.eval.extra_pool_splits)
 
 
 # ---------------------------------------------------------------------------------------------- the loss
@@ -268,11 +263,10 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
 
   start = time.perf_counter()
   pool = _pool(config, train_split)
-  intent_model = IntentModel.from_examples(encoder, pool.texts, pool.labels, show_progress=True,
-                                           label_names=list(train_split.label_names), k=config.classifier.k)
-  if config.classifier.kind == "mlp":
-    intent_model.classifier = "mlp"
-    intent_model.mlp = _train_mlp(intent_model, encoder, train_split, config)
+  labels = list(train_split.label_names)
+  mlp = _train_mlp(labels, encoder, train_split, config) if config.classifier.kind == "mlp" else None
+  intent_model = IntentModel.from_examples(encoder, pool.texts, pool.labels, show_progress=True, label_names=labels,
+                                           k=config.classifier.k, classifier=config.classifier.kind, mlp=mlp)
   timings["classifier_seconds"] = time.perf_counter() - start
   results.update(common.evaluate_intent_model(intent_model, eval_split, workdir, "predictions"))
   results.update({k: round(v, 2) for k, v in timings.items()},
@@ -303,11 +297,10 @@ def _pool(config, train_split: IntentSplit) -> IntentSplit:
   return IntentSplit(texts, labels, f"{train_split.source} + {'+'.join(config.eval.extra_pool_splits)}")
 
 
-def _train_mlp(intent_model: IntentModel, encoder: SentenceEncoder, train_split: IntentSplit, config):
+def _train_mlp(labels: list[str], encoder: SentenceEncoder, train_split: IntentSplit, config):
   c = config.classifier.mlp
   features = encoder.encode(train_split.texts, show_progress=True)
-  targets = np.eye(len(intent_model.labels), dtype=np.float32)[
-      [intent_model.labels.index(l) for l in train_split.labels]]
+  targets = np.eye(len(labels), dtype=np.float32)[[labels.index(l) for l in train_split.labels]]
   return mlp_head.train(features, targets, mlp_head.MLPConfig(
       hidden=tuple(c.hidden), dropout=c.dropout, learning_rate=c.learning_rate, epochs=c.epochs,
       batch_size=c.batch_size, seed=config.seed))

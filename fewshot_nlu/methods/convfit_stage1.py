@@ -45,11 +45,7 @@ SOURCES = ("dialogue_pairs", "reddit_conversational")
 
 def validate(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "data.builder", SOURCES)
-  config_checks.require_positive(config, "train.batch_size", "train.epochs", "train.learning_rate",
-                                 "model.max_length", "eval.batch_size", "train.save_every", "train.log_every")
-  config_checks.require_fraction(config, "train.warmup_fraction")
-  config_checks.require_choice(config, "model.pooling", tuple(pooling.POOLERS))
-  config_checks.require_choice(config, "model.dtype", tuple(common.DTYPES))
+  common.validate_training(config)
   if config.train.max_steps < 0 or config.loss.cache_chunks < 0 or config.eval.max_pairs < 0:
     raise config_checks.ConfigError("config.train.max_steps, config.loss.cache_chunks and config.eval.max_pairs "
                                     "must be >= 0")
@@ -70,9 +66,7 @@ def _builder(config):
   builder = base.prepare(builders.get_builder(config.data.builder, **kwargs))
   for field in ("data.train_split", "data.eval_split"):
     split = config_checks.get(config, field)
-    if split and split not in builder.info.splits:
-      raise config_checks.ConfigError(f"config.{field}: {split!r} is not a split of {config.data.builder}; "
-                                      f"available: {sorted(builder.info.splits.keys())}")
+    common.require_splits(config, builder, field, [split] if split else [])
   return builder
 
 
