@@ -17,16 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
-import platform
 import statistics
-import subprocess
-import sys
-import time
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
+from runner import REPO, RESULTS, finish_table, mean_std, run_main
+from runner import load_rows as runner_rows
+
 DATASETS = {"b77": "banking77", "clinc": "clinc150", "hwu": "hwu64"}
 STAGE1_OVERRIDES = ("--config.train.batch_size=64", "--config.train.max_steps=80", "--config.eval.max_pairs=2000")
 # Paper numbers, ROB+S1+S2-OCL 10-shot (Table 2 / Table 5, epoch 2) and ROB+S1 + MLP (Table 2).
@@ -52,45 +48,26 @@ PLAN = ("b77-knn", "b77-mlp", "b77-ocl", "b77-cos", "hwu-knn", "hwu-mlp", "hwu-o
 def run_one(name: str, seed: int, args) -> dict | None:
   workdir = pathlib.Path(args.runs_dir) / f"{name}-seed{seed}"
   if name == "stage1":
-    cmd = [sys.executable, "-m", "fewshot_nlu.main", "--config=configs/convfit_stage1.py", f"--workdir={workdir}",
-           *STAGE1_OVERRIDES]
+    config_args = ["--config=configs/convfit_stage1.py", *STAGE1_OVERRIDES]
   else:
     key, variant = name.split("-")
-    label, overrides, _ = VARIANTS[variant]
+    _, overrides, _ = VARIANTS[variant]
     s1 = str(pathlib.Path(args.runs_dir) / "stage1-seed0" / "export")
-    cmd = [sys.executable, "-m", "fewshot_nlu.main", f"--config=configs/convfit_{DATASETS[key]}.py:10",
-           f"--workdir={workdir}", f"--config.seed={seed}", *(o.format(s1=s1) for o in overrides)]
-  if (workdir / "results.json").exists():
-    return None
-  print("$", " ".join(cmd[1:]), flush=True)
-  start = time.perf_counter()
-  proc = subprocess.run(cmd, cwd=REPO, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"),
-                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-  wall = time.perf_counter() - start
-  if proc.returncode:
-    print(proc.stderr[-3000:], file=sys.stderr)
-    raise SystemExit(f"{name} seed {seed} failed (exit {proc.returncode})")
-  result = json.loads((workdir / "results.json").read_text())
-  row = {"name": name, "seed": seed, "wall_seconds": round(wall, 1),
-         "command": "python -m fewshot_nlu.main " + " ".join(c for c in cmd[3:] if not c.startswith("--workdir")),
-         "results": result, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"}
-  with open(RESULTS / "convfit.jsonl", "a", encoding="utf-8") as f:
-    f.write(json.dumps(row) + "\n")
-  print(f"  {name} seed {seed}: {json.dumps({k: result.get(k) for k in ('accuracy', 'r1_at_100', 'stage2_seconds')})}"
-        f" wall {wall:.0f}s", flush=True)
+    config_args = [f"--config=configs/convfit_{DATASETS[key]}.py:10", f"--config.seed={seed}",
+                   *(o.format(s1=s1) for o in overrides)]
+  row = run_main(name, seed, config_args, workdir, RESULTS / "convfit.jsonl")
+  if row:
+    result = row["results"]
+    print(f"  {name} seed {seed}: {json.dumps({k: result.get(k) for k in ('accuracy', 'r1_at_100', 'stage2_seconds')})}"
+          f" wall {row['wall_seconds']:.0f}s", flush=True)
   return row
 
 
 def load_rows() -> list[dict]:
-  path = RESULTS / "convfit.jsonl"
-  return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
+  return runner_rows(RESULTS / "convfit.jsonl")
 
 
-def _mean_std(values: list[float]) -> str:
-  if not values:
-    return "–"
-  mean = 100 * statistics.mean(values)
-  return f"{mean:.2f} ± {100 * statistics.stdev(values):.2f}" if len(values) > 1 else f"{mean:.2f}"
+
 
 
 def _time(rows: list[dict]) -> str:
@@ -115,7 +92,7 @@ def write_table() -> None:
     for key in DATASETS:
       runs = by_name.get(f"{key}-{variant}", [])
       acc = [r["results"]["accuracy"] for r in runs]
-      cells += [f"{_mean_std(acc)} ({len(acc)})" if acc else "–", _time(runs) if runs else "–"]
+      cells += [f"{mean_std(acc)} ({len(acc)})" if acc else "–", _time(runs) if runs else "–"]
     if any(c != "–" for c in cells):
       lines.append(f"| {label} | " + " | ".join(cells) + " |")
   lines.append("| paper: ROB+S1+S2-OCL (RoBERTa-base, Table 5 epoch 2) | " +
@@ -128,18 +105,7 @@ def write_table() -> None:
               f"held-out response selection R@1/100 {100 * s['before_training']['r1_at_100']:.1f} -> "
               f"{100 * s['r1_at_100']:.1f}, MRR {s['before_training']['mrr']:.3f} -> {s['mrr']:.3f} "
               f"({s['num_eval']} pairs)."]
-  lines += ["", "## Commands", ""]
-  seen = set()
-  for r in rows:
-    cmd = (r["command"].replace(f"--config.seed={r['seed']}", "--config.seed=SEED")
-           .replace("fewshot_nlu.main ", f"fewshot_nlu.main --workdir=runs/{r['name']}-SEED ", 1))
-    if cmd not in seen:
-      seen.add(cmd)
-      lines.append(f"- `{r['name']}`: `{cmd}`")
-  notes = RESULTS / "convfit_notes.md"
-  if notes.exists():
-    lines += ["", notes.read_text().strip()]
-  (RESULTS / "convfit.md").write_text("\n".join(lines) + "\n")
+  finish_table(lines, rows, "convfit")
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from fewshot_nlu import main, predict, sharding
 from fewshot_nlu.config_checks import ConfigError
-from fewshot_nlu.data import batching
+from fewshot_nlu.data import batching, samplers
 from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
@@ -77,23 +77,16 @@ def test_fast_loss_is_the_pair_loss_over_all_in_batch_pairs(tiny_bert_dir):
 def test_fast_loss_sharded_equals_single_device(tiny_bert_dir, loss):
   model, config, params, axes, split = _stage2_setup(tiny_bert_dir, loss)
   loss_fn = convfit.make_loss_fn(model.config, config)
-  values = []
-  for shape in ({"data": 1}, {"data": 2, "fsdp": 2, "model": 2}):
-    mesh = sharding.make_mesh(shape)
-    stream = convfit.fast_stream(split, {f"l{i}": i for i in range(4)}, model.tokenizer, config, 8, mesh)
-    specs = sharding.param_specs(params, axes, mesh)
-    placed = sharding.place(params, sharding.shardings_from_specs(specs, mesh))
-    batch = sharding.global_batch(next(stream), mesh)
-    value, grads = jax.jit(jax.value_and_grad(lambda p, b: loss_fn(p, b, jax.random.key(0))[0]))(placed, batch)
-    values.append((float(value), jax.device_get(grads)))
-  np.testing.assert_allclose(values[1][0], values[0][0], rtol=1e-5)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), values[1][1], values[0][1])
+  tiny.assert_sharded_loss_equals_single_device(
+      params, axes, loss_fn,
+      lambda mesh: next(convfit.fast_stream(split, {f"l{i}": i for i in range(4)}, model.tokenizer, config, 8, mesh)))
 
 
 def test_paper_stream_pads_each_side_to_its_own_bucket(tiny_bert_dir):
   model, config, *_ , split = _stage2_setup(tiny_bert_dir)
   config.stage2.sampling, config.stage2.negatives = "paper", 1
-  stream = convfit.paper_stream(split, model.tokenizer, config, 8)
+  pairs = samplers.convfit_pairs(split.labels, config.stage2.negatives, seed=config.seed)
+  stream = convfit.paper_stream(split.texts, pairs, model.tokenizer, config, 8)
   # 4 labels x 3 examples: 4 * C(3, 2) = 12 positives, each with 2n = 2 negatives
   assert stream.num_items == 12 * 3
   batch = next(stream)
@@ -122,7 +115,9 @@ def test_mlp_loss_matches_numpy():
   got = mlp_head.loss(logits, onehot, weights, multilabel=False, label_smoothing=eps)
   np.testing.assert_allclose(got, expected, rtol=1e-5)
   multi = np.array([[1, 0, 1], [0, 0, 1], [1, 1, 0], [0, 1, 0]], np.float32)
-  t = multi * (1 - eps) + eps / 2
+  # Multi-ConvFiT Eq. (1), ls = 1 - eps: positives ls, negatives (1 - ls) * M_i / |C|
+  t = np.array([[1 - eps, 2 * eps / 3, 1 - eps], [eps / 3, eps / 3, 1 - eps], [1 - eps, 1 - eps, 2 * eps / 3],
+                [eps / 3, 1 - eps, eps / 3]], np.float32)
   p = 1 / (1 + np.exp(-logits))
   expected = -(t * np.log(p) + (1 - t) * np.log(1 - p)).sum(1)[:3].mean()
   got = mlp_head.loss(logits, multi, weights, multilabel=True, label_smoothing=eps)

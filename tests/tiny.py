@@ -147,3 +147,22 @@ def reference_forward(tensors: dict, config: dict, input_ids: np.ndarray, mask: 
     x = _layer_norm(x + linear(h, p + "output.dense"), w[p + "output.LayerNorm.weight"],
                     w[p + "output.LayerNorm.bias"], eps)
   return x
+
+
+def assert_sharded_loss_equals_single_device(params, axes, loss_fn, make_batch, atol=1e-5):
+  """``loss_fn(params, batch, rng)`` and its gradients on a (data 2, fsdp 2, model 2) mesh equal one device.
+  ``make_batch(mesh)`` gives the host batch for a mesh. Returns the single-device (loss, grads)."""
+  import jax
+
+  from fewshot_nlu import sharding
+  values = []
+  for shape in ({"data": 1}, {"data": 2, "fsdp": 2, "model": 2}):
+    mesh = sharding.make_mesh(shape)
+    specs = sharding.param_specs(params, axes, mesh)
+    placed = sharding.place(params, sharding.shardings_from_specs(specs, mesh))
+    batch = sharding.global_batch(make_batch(mesh), mesh)
+    value, grads = jax.jit(jax.value_and_grad(lambda p, b: loss_fn(p, b, jax.random.key(0))[0]))(placed, batch)
+    values.append((float(value), jax.device_get(grads)))
+  np.testing.assert_allclose(values[1][0], values[0][0], rtol=1e-5)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=atol), values[1][1], values[0][1])
+  return values[0]

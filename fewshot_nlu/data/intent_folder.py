@@ -19,6 +19,18 @@ class IntentSplit:
     return sorted(set(self.labels))
 
 
+@dataclasses.dataclass(frozen=True)
+class LabelSetSplit:
+  """Multi-label examples: each text with its set of intents (possibly empty)."""
+  texts: list[str]
+  label_sets: list[tuple[str, ...]]
+  source: pathlib.Path | str
+
+  @property
+  def label_names(self) -> list[str]:
+    return sorted({l for labels in self.label_sets for l in labels})
+
+
 def read_lines(path: pathlib.Path) -> list[str]:
   """Non-empty, stripped lines of a UTF-8 file; errors name the file and line (missing file, undecodable
   bytes, empty line)."""

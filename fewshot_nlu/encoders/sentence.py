@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Any, Sequence
 
@@ -11,7 +12,7 @@ import numpy as np
 import tqdm
 
 from fewshot_nlu.data import batching
-from fewshot_nlu.encoders import pooling, pretrained, transformer
+from fewshot_nlu.encoders import adapters, pooling, pretrained, transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
 from fewshot_nlu.heads import projection as projection_head
 
@@ -19,8 +20,9 @@ from fewshot_nlu.heads import projection as projection_head
 @functools.partial(jax.jit, static_argnames=("cfg", "dtype", "pool", "normalize"))
 def encode_batch(params, input_ids, attention_mask, projection=None, *, cfg, dtype, pool: str,
                  normalize: bool):
-  """One jitted forward + pooling (+ the down-projection head, + L2 normalisation) of a padded batch."""
-  hidden = transformer.TransformerEncoder(cfg, dtype).apply({"params": params}, input_ids, attention_mask)
+  """One jitted forward (with adapters when ``params`` holds them) + pooling (+ the down-projection head,
+  + L2 normalisation) of a padded batch."""
+  hidden = transformer.encoder_for(cfg, params, dtype).apply({"params": params}, input_ids, attention_mask)
   vectors = pooling.get_pooler(pool)(hidden, attention_mask)
   if projection is not None:
     vectors = projection_head.apply(projection, vectors)
@@ -53,6 +55,14 @@ class SentenceEncoder:
     model = pretrained.load_pretrained(source)
     kwargs.setdefault("projection", projection_head.load(model.directory))
     return cls(model.config, model.params, model.tokenizer, **kwargs)
+
+  def with_adapter(self, adapter: dict | None) -> "SentenceEncoder":
+    """This encoder with ``adapter`` (``encoders.adapters``) in place of its own adapters (None: without any).
+    The base weights are shared, not copied or reloaded: one base serves many task adapters in one process,
+    and adapters of one size reuse the same compiled programs."""
+    clone = copy.copy(self)
+    clone.params = adapters.merge(self.params, jax.device_put(adapter) if adapter else {})
+    return clone
 
   def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
     """[len(texts), H] float32 vectors, in input order."""

@@ -13,6 +13,15 @@ Logical axes used:
   ``joined_kv``  attention projection output (heads x head_dim)
   ``mlp``        feed-forward inner dimension
   ``positions``, ``token_types``  small embedding tables (never sharded by the default rules)
+  ``adapter``    the bottleneck of an adapter (``adapter_size``; Multi-ConvFiT's C-ADAPT)
+
+Bottleneck adapters (``adapter_size > 0``) follow Pfeiffer et al. (2021), the configuration Multi-ConvFiT §3
+uses, as the ``adapters`` library implements it (``SeqBnConfig``: output adapter only, ReLU, no adapter
+LayerNorm, residual taken before the layer's LayerNorm, that LayerNorm re-applied after): with ``x`` the
+attention block's output and ``h`` the feed-forward output,
+  ``out = LN(x + h + up(relu(down(LN(x + h)))))``
+where ``LN`` is the layer's own ``output_norm``. Adapter weights are named ``layer_<i>/adapter/{down,up}``
+(see ``encoders.adapters`` for splitting, saving and swapping them).
 """
 
 from __future__ import annotations
@@ -195,11 +204,27 @@ class SelfAttention(nn.Module):
     return _dense(cfg.hidden_size, ("joined_kv", "embed"), self.dtype, "output")(context)
 
 
+class BottleneckAdapter(nn.Module):
+  """``up(relu(down(x)))``, hidden -> ``size`` -> hidden. Initialised as the ``adapters`` library's default
+  ("bert": normal(0.02) kernels, zero biases), so a fresh adapter perturbs the layer only slightly."""
+
+  size: int
+  dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x):
+    hidden = x.shape[-1]
+    down = _dense(self.size, ("embed", "adapter"), self.dtype, "down")(x)
+    return _dense(hidden, ("adapter", "embed"), self.dtype, "up")(nn.relu(down))
+
+
 class TransformerLayer(nn.Module):
-  """Post-LayerNorm block (BERT): x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
+  """Post-LayerNorm block (BERT): x = LN(x + Attn(x)); x = LN(x + FFN(x)); with an adapter (module
+  docstring) x = LN(x + FFN(x) + Adapter(LN(x + FFN(x))))."""
 
   cfg: EncoderConfig
   dtype: Any = jnp.float32
+  adapter_size: int = 0
 
   @nn.compact
   def __call__(self, x, attention_mask, deterministic: bool):
@@ -211,7 +236,10 @@ class TransformerLayer(nn.Module):
     h = ACTIVATIONS[cfg.hidden_act](h)
     h = _dense(cfg.hidden_size, ("mlp", "embed"), self.dtype, "output")(h)
     h = nn.Dropout(cfg.hidden_dropout)(h, deterministic=deterministic)
-    return _layer_norm(cfg.layer_norm_eps, self.dtype, "output_norm")(x + h)
+    norm = _layer_norm(cfg.layer_norm_eps, self.dtype, "output_norm")
+    if not self.adapter_size:
+      return norm(x + h)
+    return norm(x + h + BottleneckAdapter(self.adapter_size, self.dtype, name="adapter")(norm(x + h)))
 
 
 class TransformerEncoder(nn.Module):
@@ -219,29 +247,44 @@ class TransformerEncoder(nn.Module):
 
   ``dtype`` is the compute dtype (``jnp.bfloat16`` for bf16 compute); params stay float32. Attention
   logits and softmax are always float32. Pass ``deterministic=False`` and a ``'dropout'`` rng to train.
+  ``adapter_size > 0`` adds a bottleneck adapter to every layer (module docstring).
   """
 
   cfg: EncoderConfig
   dtype: Any = jnp.float32
+  adapter_size: int = 0
 
   @nn.compact
   def __call__(self, input_ids, attention_mask, token_type_ids=None, deterministic: bool = True):
     x = Embeddings(self.cfg, self.dtype, name="embeddings")(
         input_ids, attention_mask, token_type_ids, deterministic)
     for i in range(self.cfg.num_layers):
-      x = TransformerLayer(self.cfg, self.dtype, name=f"layer_{i}")(x, attention_mask, deterministic)
+      x = TransformerLayer(self.cfg, self.dtype, self.adapter_size, name=f"layer_{i}")(x, attention_mask,
+                                                                                      deterministic)
     return x
 
 
-def init_params(cfg: EncoderConfig, rng: jax.Array, length: int = 8):
+def init_params(cfg: EncoderConfig, rng: jax.Array, length: int = 8, adapter_size: int = 0):
   """Randomly initialised, unboxed params (for tests and training from scratch)."""
   ids = jnp.zeros((1, length), jnp.int32)
-  boxed = TransformerEncoder(cfg).init(rng, ids, jnp.ones_like(ids))["params"]
+  boxed = TransformerEncoder(cfg, adapter_size=adapter_size).init(rng, ids, jnp.ones_like(ids))["params"]
   return nn.meta.unbox(boxed)
 
 
-def logical_axes(cfg: EncoderConfig):
+def logical_axes(cfg: EncoderConfig, adapter_size: int = 0):
   """The logical-axis ``PartitionSpec`` of every parameter, as a pytree shaped like the params."""
   ids = jnp.zeros((1, 8), jnp.int32)
-  boxed = jax.eval_shape(lambda: TransformerEncoder(cfg).init(jax.random.key(0), ids, ids + 1))
+  boxed = jax.eval_shape(
+      lambda: TransformerEncoder(cfg, adapter_size=adapter_size).init(jax.random.key(0), ids, ids + 1))
   return nn.get_partition_spec(boxed["params"])
+
+
+def adapter_size_of(params) -> int:
+  """The bottleneck size of the adapters in ``params`` (0 when it has none)."""
+  adapter = params.get("layer_0", {}).get("adapter")
+  return int(adapter["down"]["kernel"].shape[-1]) if adapter else 0
+
+
+def encoder_for(cfg: EncoderConfig, params, dtype=jnp.float32) -> TransformerEncoder:
+  """The module that applies ``params``: with adapters when ``params`` holds them."""
+  return TransformerEncoder(cfg, dtype, adapter_size_of(params))

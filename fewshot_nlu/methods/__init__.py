@@ -8,6 +8,7 @@ METHODS = {
     "intent_mneg": "fewshot_nlu.methods.intent_mneg",
     "convfit": "fewshot_nlu.methods.convfit",
     "convfit_stage1": "fewshot_nlu.methods.convfit_stage1",
+    "multi_convfit": "fewshot_nlu.methods.multi_convfit",
 }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import pathlib
-from typing import Any
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +16,7 @@ import numpy as np
 from fewshot_nlu import config_checks, sharding
 from fewshot_nlu.data import builders
 from fewshot_nlu.data.builders import base
-from fewshot_nlu.data.intent_folder import IntentSplit
+from fewshot_nlu.data.intent_folder import IntentSplit, LabelSetSplit
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling
 from fewshot_nlu.encoders.sentence import SentenceEncoder
@@ -76,7 +76,8 @@ def _builder(config: ml_collections.ConfigDict):
     if not raw_dir.is_dir():
       raise config_checks.ConfigError(
           f"config.data.dir: {str(root)!r} has no {cls.RAW_FOLDER}/ folder for builder {config.data.builder!r}")
-  return cls(raw_dir=raw_dir, data_dir=config.data.tfds_dir or None)
+  kwargs = {"config": config.data.builder_config} if config.data.get("builder_config") else {}
+  return cls(raw_dir=raw_dir, data_dir=config.data.tfds_dir or None, **kwargs)
 
 
 def _as_split(examples: list[dict], where: str) -> IntentSplit:
@@ -97,13 +98,29 @@ def prepared_builder(config: ml_collections.ConfigDict):
   """The builder with its files prepared (once), after checking the configured split names exist."""
   builder = base.prepare(_builder(config))
   for field in ("data.train_split", "data.eval_split"):
-    require_splits(config, builder, field, [config_checks.get(config, field)])
+    split = config_checks.get(config, field)
+    require_splits(config, builder, field, [split] if split else [])
   return builder
 
 
 def read_split(config: ml_collections.ConfigDict, split: str, builder=None) -> IntentSplit:
   builder = builder or prepared_builder(config)
   return _as_split(base.load_split(builder, split), f"{config.data.builder}/{split}")
+
+
+def read_label_sets(config: ml_collections.ConfigDict, splits: Sequence[str], builder=None) -> LabelSetSplit:
+  """The examples of ``splits`` (joined, in order) as texts with label sets (``intents``, ``labels`` or
+  ``label`` field), for multi-label methods."""
+  builder = builder or prepared_builder(config)
+  texts, label_sets = [], []
+  for split in splits:
+    for e in base.load_split(builder, split):
+      labels = next((e[k] for k in ("intents", "labels", "label") if k in e), None)
+      if labels is None:
+        raise ValueError(f"{config.data.builder}/{split}, example {e['index']}: no intents/labels/label field")
+      texts.append(e["text"])
+      label_sets.append(tuple(labels) if isinstance(labels, (list, tuple)) else (labels,))
+  return LabelSetSplit(texts, label_sets, f"{config.data.builder}/{'+'.join(splits)}")
 
 
 def read_splits(config: ml_collections.ConfigDict) -> tuple[IntentSplit, IntentSplit]:

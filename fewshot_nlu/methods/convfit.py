@@ -39,7 +39,7 @@ from fewshot_nlu import config_checks, sharding
 from fewshot_nlu.data import batching, samplers
 from fewshot_nlu.data.intent_folder import IntentSplit
 from fewshot_nlu.data.stream import EpochStream
-from fewshot_nlu.encoders import pooling, pretrained, transformer
+from fewshot_nlu.encoders import adapters, pooling, pretrained, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.heads import projection as projection_head
@@ -83,12 +83,17 @@ def validate(config: ml_collections.ConfigDict) -> None:
 # ---------------------------------------------------------------------------------------------- the loss
 
 def embed_fn(cfg: transformer.EncoderConfig, config: ml_collections.ConfigDict):
-  """``embed(params, ids, mask, rng)``: encoder (dropout on) -> pooling -> down-projection if present."""
-  module = transformer.TransformerEncoder(cfg, common.DTYPES[config.model.dtype])
+  """``embed(params, ids, mask, rng)``: encoder (dropout on) -> pooling -> down-projection if present. With
+  ``stage2.mode = "adapter"`` (Multi-ConvFiT's C-ADAPT) gradients reach only the encoder's adapters."""
+  dtype = common.DTYPES[config.model.dtype]
   pool = pooling.get_pooler(config.model.pooling)
 
+  adapter_only = config.stage2.get("mode", "fft") == "adapter"
+
   def embed(params, ids, mask, rng):
-    hidden = module.apply({"params": params["encoder"]}, ids, mask, deterministic=False, rngs={"dropout": rng})
+    encoder_params = adapters.freeze_base(params["encoder"]) if adapter_only else params["encoder"]
+    module = transformer.encoder_for(cfg, encoder_params, dtype)
+    hidden = module.apply({"params": encoder_params}, ids, mask, deterministic=False, rngs={"dropout": rng})
     vectors = pool(hidden, mask)
     return projection_head.apply(params["projection"], vectors) if "projection" in params else vectors
 
@@ -120,12 +125,21 @@ def make_loss_fn(cfg: transformer.EncoderConfig, config: ml_collections.ConfigDi
     vectors = jnp.concatenate([embed(params, batch[f"ids_{g}"], batch[f"mask_{g}"], jax.random.fold_in(rng, int(g)))
                                for g in groups])
     first, second = all_pairs(vectors.shape[0])
-    positive = batch["label"][first] == batch["label"][second]
+    positive = in_batch_positive(batch, first, second)
     valid = batch["valid"][first] & batch["valid"][second]
     return pair_loss(params, vectors[first], vectors[second], positive, valid), {
         "positive_pairs": jnp.sum(positive & valid).astype(jnp.float32)}
 
   return fast_loss if config.stage2.sampling == "fast" else paper_loss
+
+
+def in_batch_positive(batch: dict, first, second) -> jax.Array:
+  """Whether rows ``first`` and ``second`` of the batch form a positive pair: same intent (``label``), or,
+  for multi-label data (``label_sets``, multi-hot [B, C]), intersecting label sets (Multi-ConvFiT §2.1)."""
+  if "label_sets" in batch:
+    sets = batch["label_sets"]
+    return jnp.sum(sets[first] * sets[second], axis=-1) > 0
+  return batch["label"][first] == batch["label"][second]
 
 
 def all_pairs(batch_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -145,12 +159,7 @@ def _valid(n: int, batch_size: int) -> np.ndarray:
 
 
 def fast_stream(split: IntentSplit, label_ids: dict, tokenizer, config, host_batch: int, mesh) -> EpochStream:
-  groups = config.stage2.length_groups
-  if (config.train.batch_size // groups) % sharding.data_parallel_size(mesh):
-    raise config_checks.ConfigError(
-        f"config.stage2.length_groups: {groups} groups of {config.train.batch_size // groups} rows do not split "
-        f"over the {sharding.data_parallel_size(mesh)} data-parallel devices of mesh {dict(mesh.shape)}")
-  token_ids = tokenizer.encode(split.texts, config.model.max_length)
+  """P intents x K utterances per batch (``samplers.ClassBalancedBatches``), for the all-pairs loss."""
   labels = np.array([label_ids[l] for l in split.labels], np.int32)
   k = config.stage2.examples_per_class
   p = host_batch // k
@@ -159,24 +168,40 @@ def fast_stream(split: IntentSplit, label_ids: dict, tokenizer, config, host_bat
         f"config.stage2.examples_per_class: batches of {host_batch} with K={k} hold P={p} intents, but fast "
         f"sampling needs 2 <= P <= {len(label_ids)} (the intents of {split.source})")
   plan = samplers.ClassBalancedBatches(tuple(int(l) for l in labels), p, k, seed=config.seed)
+  return in_batch_stream(split.texts, {"label": labels}, tokenizer, config, host_batch, mesh, plan)
+
+
+def in_batch_stream(texts, fields: dict[str, np.ndarray], tokenizer, config, host_batch: int, mesh,
+                    plan=None) -> EpochStream:
+  """Batches of utterances for the all-pairs loss: each batch's token ids in ``stage2.length_groups``
+  length-sorted sub-batches (``ids_<g>`` / ``mask_<g>``), ``valid``, and each of ``fields`` (per-utterance
+  arrays: ``label`` or ``label_sets``) in the same row order. ``plan``: a batch plan (default: shuffled)."""
+  groups = config.stage2.length_groups
+  if (config.train.batch_size // groups) % sharding.data_parallel_size(mesh):
+    raise config_checks.ConfigError(
+        f"config.stage2.length_groups: {groups} groups of {config.train.batch_size // groups} rows do not split "
+        f"over the {sharding.data_parallel_size(mesh)} data-parallel devices of mesh {dict(mesh.shape)}")
+  token_ids = tokenizer.encode(texts, config.model.max_length)
   buckets = batching.length_buckets(config.model.max_length)
 
   def make_batch(indices, epoch, batch_size):
     order, padded = batching.pad_in_length_groups([token_ids[i] for i in indices], groups, buckets,
                                                   tokenizer.pad_id, batch_size)
-    label = np.full(batch_size, -1, np.int32)
-    label[: len(indices)] = labels[indices[order]]
-    batch = {"label": label, "valid": _valid(len(indices), batch_size)}
+    batch = {"valid": _valid(len(indices), batch_size)}
+    for name, values in fields.items():
+      column = np.zeros((batch_size, *values.shape[1:]), values.dtype)
+      column[: len(indices)] = values[np.asarray(indices)[order]]
+      batch[name] = column
     for g, part in enumerate(padded):
       batch[f"ids_{g}"], batch[f"mask_{g}"] = part["input_ids"], part["attention_mask"]
     return batch
 
-  return EpochStream(len(split.texts), host_batch, make_batch, seed=config.seed, plan=plan)
+  return EpochStream(len(texts), host_batch, make_batch, seed=config.seed, plan=plan)
 
 
-def paper_stream(split: IntentSplit, tokenizer, config, host_batch: int) -> EpochStream:
-  token_ids = tokenizer.encode(split.texts, config.model.max_length)
-  pairs = samplers.convfit_pairs(split.labels, config.stage2.negatives, seed=config.seed)
+def paper_stream(texts, pairs: samplers.Pairs, tokenizer, config, host_batch: int) -> EpochStream:
+  """Batches of ``train.batch_size`` pairs (indices into ``texts``), each side padded to its own bucket."""
+  token_ids = tokenizer.encode(texts, config.model.max_length)
   log.info("paper sampling: %d positive + %d negative pairs", pairs.positive.sum(), (~pairs.positive).sum())
   buckets = batching.length_buckets(config.model.max_length)
 
@@ -201,10 +226,16 @@ def _linear_init(rng, n_in, n_out):
 
 
 def stage2_params(encoder_params, cfg: transformer.EncoderConfig, config) -> tuple[dict, dict]:
-  """(params, logical axes) of everything Stage 2 trains: encoder, projection, SMAX's pair classifier."""
+  """(params, logical axes) of everything Stage 2 trains: encoder (with fresh adapters when ``stage2.mode`` is
+  "adapter"), projection, SMAX's pair classifier."""
   rng = jax.random.key(config.seed)
   params = {"encoder": encoder_params}
   axes = {"encoder": transformer.logical_axes(cfg)}
+  if config.stage2.get("mode", "fft") == "adapter":
+    size = adapters.size_for(cfg, config.stage2.adapter_reduction)
+    params["encoder"] = adapters.add_fresh(cfg, encoder_params, config.stage2.adapter_reduction,
+                                           jax.random.fold_in(rng, 3))
+    axes["encoder"] = transformer.logical_axes(cfg, size)
   dim = cfg.hidden_size
   if config.stage2.projection_dim:
     dim = config.stage2.projection_dim
@@ -251,8 +282,11 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     params, axes = stage2_params(model.params, model.config, config)
     mesh, host_batch = common.mesh_and_host_batch(config)
     label_ids = {l: i for i, l in enumerate(train_split.label_names)}
-    stream = (fast_stream(train_split, label_ids, model.tokenizer, config, host_batch, mesh)
-              if config.stage2.sampling == "fast" else paper_stream(train_split, model.tokenizer, config, host_batch))
+    if config.stage2.sampling == "fast":
+      stream = fast_stream(train_split, label_ids, model.tokenizer, config, host_batch, mesh)
+    else:
+      pairs = samplers.convfit_pairs(train_split.labels, config.stage2.negatives, seed=config.seed)
+      stream = paper_stream(train_split.texts, pairs, model.tokenizer, config, host_batch)
     start = time.perf_counter()
     params, steps = common.train(config, workdir, params, axes, make_loss_fn(model.config, config), stream, mesh,
                                  writer)

@@ -6,6 +6,7 @@ import re
 from typing import Any, Sequence
 
 import flax
+import jax
 import optax
 
 DECAYS = ("linear", "cosine", "constant")
@@ -50,9 +51,11 @@ def freeze_labels(params: Any, trainable: Sequence[str] | None = None,
 
 def weight_decay_mask(params: Any) -> Any:
   """Decay matrices only; biases and LayerNorm scales are not decayed (as in BERT / sentence-transformers)."""
-  flat = {p: not (p[-1] == "bias" or "norm" in "/".join(p[:-1]).lower())
-          for p in flax.traverse_util.flatten_dict(params)}
-  return flax.traverse_util.unflatten_dict(flat)
+  def decays(path, _) -> bool:
+    keys = [str(getattr(k, "key", getattr(k, "idx", k))) for k in path]
+    return not (keys[-1] == "bias" or "norm" in "/".join(keys[:-1]).lower())
+
+  return jax.tree_util.tree_map_with_path(decays, params)
 
 
 def make_optimizer(params: Any, *, learning_rate: float, total_steps: int, warmup_fraction: float = 0.1,

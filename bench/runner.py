@@ -1,0 +1,70 @@
+"""What the method benchmarks share: run ``python -m fewshot_nlu.main`` once per configuration in its own
+process (resumable: a run whose ``results.json`` exists is not repeated), append one JSON row per run (its
+exact command, results, wall time, machine) to a results file, and summarise rows as mean ± std."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+
+
+def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path, rows_file: pathlib.Path
+             ) -> dict | None:
+  """Runs ``fewshot_nlu.main`` with ``config_args`` into ``workdir``; returns the appended row (None when the
+  run had already finished). Raises SystemExit with the run's stderr tail if it fails."""
+  if (workdir / "results.json").exists():
+    return None
+  cmd = [sys.executable, "-m", "fewshot_nlu.main", *config_args[:1], f"--workdir={workdir}", *config_args[1:]]
+  print("$", " ".join(cmd[1:]), flush=True)
+  start = time.perf_counter()
+  proc = subprocess.run(cmd, cwd=REPO, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"),
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  wall = time.perf_counter() - start
+  if proc.returncode:
+    print(proc.stderr[-3000:], file=sys.stderr)
+    raise SystemExit(f"{name} seed {seed} failed (exit {proc.returncode})")
+  result = json.loads((workdir / "results.json").read_text())
+  row = {"name": name, "seed": seed, "wall_seconds": round(wall, 1),
+         "command": "python -m fewshot_nlu.main " + " ".join(config_args),
+         "results": result, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"}
+  rows_file.parent.mkdir(parents=True, exist_ok=True)
+  with open(rows_file, "a", encoding="utf-8") as f:
+    f.write(json.dumps(row) + "\n")
+  return row
+
+
+def load_rows(rows_file: pathlib.Path) -> list[dict]:
+  return [json.loads(l) for l in rows_file.read_text().splitlines() if l.strip()] if rows_file.exists() else []
+
+
+def mean_std(values: list[float], scale: float = 100.0) -> str:
+  if not values:
+    return "–"
+  mean = scale * statistics.mean(values)
+  return f"{mean:.2f} ± {scale * statistics.stdev(values):.2f}" if len(values) > 1 else f"{mean:.2f}"
+
+
+def finish_table(lines: list[str], rows: list[dict], stem: str) -> None:
+  """Appends the reproducing commands (seed as SEED, with a workdir) and ``<stem>_notes.md``, and writes
+  ``bench/results/<stem>.md``."""
+  lines += ["", "## Commands", ""]
+  seen = set()
+  for r in rows:
+    cmd = (r["command"].replace(f"--config.seed={r['seed']}", "--config.seed=SEED")
+           .replace("fewshot_nlu.main ", f"fewshot_nlu.main --workdir=runs/{r['name']}-SEED ", 1))
+    if cmd not in seen:
+      seen.add(cmd)
+      lines.append(f"- `{r['name']}`: `{cmd}`")
+  notes = RESULTS / f"{stem}_notes.md"
+  if notes.exists():
+    lines += ["", notes.read_text().strip()]
+  (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")

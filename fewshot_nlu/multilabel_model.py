@@ -1,0 +1,115 @@
+"""``MultiLabelModel``: a (task-specialised) sentence encoder + the multi-label MLP + decision thresholds
+(Multi-ConvFiT §2.2). Predicts a set of intents per utterance, with every intent's probability.
+
+Saving keeps what makes the model its own: with a C-ADAPT encoder only the adapter is written (``adapter/``,
+a few MB) plus the base model's name; ``load(directory, base=encoder)`` puts it on a base encoder already in
+memory, so one base serves several task models in one process (``base.with_adapter`` shares its weights).
+A fully fine-tuned (C-FFT) or untouched encoder is written in full (Hugging Face layout).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from typing import Sequence
+
+import numpy as np
+
+from fewshot_nlu import multilabel
+from fewshot_nlu.encoders import adapters, pretrained, transformer
+from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.heads import mlp as mlp_head
+
+META_FILE = "multilabel_model.json"
+ADAPTER_DIR = "adapter"
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelSetPrediction:
+  labels: tuple[str, ...]  # the intents at or above their threshold
+  probabilities: dict[str, float]  # every intent's probability, most likely first
+
+
+class MultiLabelModel:
+  def __init__(self, encoder: SentenceEncoder, mlp: list[dict], labels: Sequence[str],
+               thresholds: float | Sequence[float] = 0.3):
+    self.encoder, self.mlp, self.labels = encoder, mlp, list(labels)
+    thresholds = np.asarray(thresholds, np.float32)
+    if thresholds.ndim and thresholds.shape != (len(self.labels),):
+      raise ValueError(f"{thresholds.shape[0]} thresholds for {len(self.labels)} intents")
+    out = int(np.asarray(mlp[-1]["bias"]).shape[0])
+    if out != len(self.labels):
+      raise ValueError(f"the MLP has {out} outputs for {len(self.labels)} intents")
+    self.thresholds = thresholds
+
+  def probabilities(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+    return self.probabilities_of(self.encoder.encode(texts, show_progress=show_progress))
+
+  def probabilities_of(self, features: np.ndarray) -> np.ndarray:
+    """[N, C] sigmoid outputs for encodings already computed with ``self.encoder``."""
+    return mlp_head.predict_proba(self.mlp, features, multilabel=True)
+
+  def predict(self, texts: Sequence[str], *, show_progress: bool = False) -> list[LabelSetPrediction]:
+    return self.predict_from(self.probabilities(texts, show_progress=show_progress))
+
+  def predict_from(self, probabilities: np.ndarray) -> list[LabelSetPrediction]:
+    chosen = multilabel.decide(probabilities, self.thresholds, self.labels)
+    out = []
+    for labels, row in zip(chosen, probabilities):
+      ranked = np.argsort(-row, kind="stable")
+      out.append(LabelSetPrediction(labels, {self.labels[c]: float(row[c]) for c in ranked}))
+    return out
+
+  # ------------------------------------------------------------------------------------------- storage
+
+  def save(self, directory: str | pathlib.Path, *, base_name: str, base_params=None,
+           encoder_heads: dict | None = None) -> pathlib.Path:
+    """Writes the model to ``directory``. With adapters in the encoder, only the adapter is saved (against
+    ``base_params``, the base weights it was trained on, default: the encoder's own non-adapter weights) and
+    ``base_name`` is recorded to find the base again; otherwise the whole encoder is saved."""
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    enc = self.encoder
+    base, adapter = adapters.split(enc.params)
+    if adapter:
+      adapters.save(directory / ADAPTER_DIR, adapter, enc.cfg, base if base_params is None else base_params,
+                    base_name)
+    else:
+      pretrained.save_pretrained(directory, enc.cfg, enc.params, enc.tokenizer, encoder_heads)
+    mlp_head.save(directory, self.mlp)
+    meta = {"labels": self.labels, "thresholds": self.thresholds.tolist(), "encoder": "adapter" if adapter else
+            "full", "base_model": base_name if adapter else None, "pooling": enc.pooling_mode,
+            "max_length": enc.max_length}
+    (directory / META_FILE).write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
+    return directory
+
+  @classmethod
+  def load(cls, directory: str | pathlib.Path, *, base: SentenceEncoder | None = None,
+           **encoder_kwargs) -> "MultiLabelModel":
+    """Loads a saved model. An adapter model goes on ``base`` when given (no copy of the base weights; the
+    adapter's base fingerprint is checked), else on its recorded base model, loaded here."""
+    directory = pathlib.Path(directory)
+    if not (directory / META_FILE).exists():
+      raise FileNotFoundError(f"{directory}: no {META_FILE}; is this the export/ folder of a Multi-ConvFiT run?")
+    meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
+    kwargs = {"pooling_mode": meta["pooling"], "max_length": meta["max_length"], **encoder_kwargs}
+    if meta["encoder"] == "adapter":
+      base = base or SentenceEncoder.from_pretrained(meta["base_model"], **kwargs)
+      base_params = adapters.split(base.params)[0]
+      adapter, _ = adapters.load(directory / ADAPTER_DIR, base.cfg, base_params)
+      encoder = base.with_adapter(adapter)
+    else:
+      if base is not None:
+        raise ValueError(f"{directory}: a fully fine-tuned model carries its own encoder; do not pass base=")
+      encoder = SentenceEncoder.from_pretrained(str(directory), **kwargs)
+    mlp = mlp_head.load(directory)
+    if mlp is None:
+      raise FileNotFoundError(f"{directory}: missing {mlp_head.FILE}")
+    return cls(encoder, mlp, meta["labels"], meta["thresholds"])
+
+
+def adapter_bytes(encoder: SentenceEncoder) -> int:
+  """Bytes of the encoder's adapter weights (0 without adapters)."""
+  return adapters.num_bytes(adapters.split(encoder.params)[1]) if transformer.adapter_size_of(
+      encoder.params) else 0
