@@ -12,7 +12,8 @@ decay 0.02, batch 32, max length 128, 10 epochs low-data / 3 high-data, learning
 (C-ADAPT), adapter reduction factor 4. Classifier: one hidden layer of 512 (ReLU), dropout 0.4, sigmoid
 outputs, BCE with Eq. (1) label smoothing ls = 0.95, AdamW 3e-3, warm-up 0.1, weight decay 0.02, 600 epochs,
 batch 32, threshold theta = 0.3. Deviations: ``stage2.sampling`` defaults to "fast" (all in-batch pairs of
-shuffled utterance batches) rather than §2.1's pair sets ("paper"), see fewshot_nlu/methods/multi_convfit.py;
+shuffled utterance batches, 4x as many utterance epochs) rather than §2.1's pair sets ("paper"), see
+fewshot_nlu/methods/multi_convfit.py;
 the classifier's learning-rate decay after warm-up is not stated in the paper: cosine, as for specialisation.
 """
 
@@ -68,6 +69,7 @@ def get_config(builder: str, builder_config: str = "", arg: str = "") -> ml_coll
   config.stage2.sampling = "fast"  # "fast" (all in-batch pairs) | "paper" (§2.1 pair sets)
   config.stage2.negatives = 2  # paper sampling: n negatives per positive pair
   config.stage2.keep_positive_fraction = 1.0  # paper sampling: random subsample of positive pairs (Figure 6)
+  config.stage2.fast_epochs_factor = 4  # fast: train.epochs x this passes over the utterances
   config.stage2.length_groups = 2  # fast: length-sorted sub-batches per batch
   config.stage2.projection_dim = 0  # no down-projection in Multi-ConvFiT
 

@@ -250,6 +250,7 @@ def _config(data, model, mode, **overrides):
   config.train.log_every = 1
   config.compilation_cache_dir = ""
   config.stage2.length_groups = 1
+  config.stage2.fast_epochs_factor = 1
   config.classifier.epochs = 20
   config.classifier.calibration_folds = 3
   for key, value in overrides.items():
