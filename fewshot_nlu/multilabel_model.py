@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from fewshot_nlu import multilabel
-from fewshot_nlu.encoders import adapters, pretrained, transformer
+from fewshot_nlu.encoders import adapters, pretrained
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
 
@@ -111,5 +111,4 @@ class MultiLabelModel:
 
 def adapter_bytes(encoder: SentenceEncoder) -> int:
   """Bytes of the encoder's adapter weights (0 without adapters)."""
-  return adapters.num_bytes(adapters.split(encoder.params)[1]) if transformer.adapter_size_of(
-      encoder.params) else 0
+  return adapters.num_bytes(adapters.split(encoder.params)[1])

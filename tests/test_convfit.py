@@ -62,8 +62,7 @@ def test_fast_loss_is_the_pair_loss_over_all_in_batch_pairs(tiny_bert_dir):
   loss, aux = convfit.make_loss_fn(model.config, config)(params, batch, rng)
   # reference: embed each length group with the same dropout key, then the loss over explicit pairs
   embed = convfit.embed_fn(model.config, config)
-  vectors = np.concatenate([embed(params, batch[f"ids_{g}"], batch[f"mask_{g}"], jax.random.fold_in(rng, g))
-                            for g in range(2)])
+  vectors = tiny.embed_length_groups(embed, params, batch, rng)
   first, second = zip(*[(i, j) for i in range(8) for j in range(i + 1, 8)])
   first, second = np.array(first), np.array(second)
   positive = batch["label"][first] == batch["label"][second]

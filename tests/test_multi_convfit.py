@@ -54,8 +54,7 @@ def test_multilabel_fast_loss_is_ocl_over_intersecting_pairs(tiny_bert_dir):
   rng = jax.random.key(1)
   loss, _ = convfit.make_loss_fn(model.config, config)(params, batch, rng)
   embed = convfit.embed_fn(model.config, config)
-  vectors = np.concatenate([embed(params, batch[f"ids_{g}"], batch[f"mask_{g}"], jax.random.fold_in(rng, g))
-                            for g in range(2)])
+  vectors = tiny.embed_length_groups(embed, params, batch, rng)
   rows = [tuple(np.flatnonzero(r)) for r in batch["label_sets"]]
   first, second = np.triu_indices(8, k=1)
   positive = np.array([bool(set(rows[i]) & set(rows[j])) for i, j in zip(first, second)])

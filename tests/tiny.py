@@ -166,3 +166,12 @@ def assert_sharded_loss_equals_single_device(params, axes, loss_fn, make_batch, 
   np.testing.assert_allclose(values[1][0], values[0][0], rtol=1e-5)
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=atol), values[1][1], values[0][1])
   return values[0]
+
+
+def embed_length_groups(embed, params, batch, rng):
+  """Reference for the all-pairs losses: every length group of ``batch`` embedded with the dropout key the
+  loss uses (``fold_in(rng, g)``), concatenated in row order."""
+  import jax
+  groups = sorted(int(k.rsplit("_", 1)[1]) for k in batch if k.startswith("ids_"))
+  return np.concatenate([embed(params, batch[f"ids_{g}"], batch[f"mask_{g}"], jax.random.fold_in(rng, g))
+                         for g in groups])

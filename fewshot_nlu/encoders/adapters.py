@@ -85,9 +85,9 @@ def num_bytes(adapter: Any) -> int:
 
 
 def save(directory: str | pathlib.Path, adapter: Any, cfg: transformer.EncoderConfig, base: Any,
-         base_name: str, extra: dict | None = None) -> pathlib.Path:
+         base_name: str) -> pathlib.Path:
   """Writes ``adapter.safetensors`` (only the adapter weights) and ``adapter.json`` (size, the base model's
-  name and fingerprint, ``extra``)."""
+  name and fingerprint)."""
   from safetensors.numpy import save_file
   directory = pathlib.Path(directory)
   directory.mkdir(parents=True, exist_ok=True)
@@ -99,13 +99,9 @@ def save(directory: str | pathlib.Path, adapter: Any, cfg: transformer.EncoderCo
   size = transformer.adapter_size_of(adapter)
   meta = {"adapter_size": size, "reduction_factor": cfg.hidden_size // size, "num_layers": cfg.num_layers,
           "hidden_size": cfg.hidden_size, "base_model": base_name, "base_fingerprint": fingerprint(cfg, base),
-          "bytes": num_bytes(adapter), **(extra or {})}
+          "bytes": num_bytes(adapter)}
   (directory / META_FILE).write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
   return directory
-
-
-def is_adapter_dir(directory: str | pathlib.Path) -> bool:
-  return (pathlib.Path(directory) / META_FILE).exists()
 
 
 def read_meta(directory: str | pathlib.Path) -> dict:

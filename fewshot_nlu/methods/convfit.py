@@ -68,16 +68,21 @@ def validate(config: ml_collections.ConfigDict) -> None:
     raise config_checks.ConfigError("config.stage2.projection_dim and config.stage2.negatives must be >= 0")
   if config.stage2.sampling == "fast":
     config_checks.require_positive(config, "stage2.examples_per_class")
-    if config.stage2.length_groups < 1 or config.train.batch_size % config.stage2.length_groups:
-      raise config_checks.ConfigError(
-          f"config.stage2.length_groups: {config.stage2.length_groups} must be >= 1 and divide "
-          f"config.train.batch_size={config.train.batch_size}")
+    validate_length_groups(config)
     if config.train.batch_size % config.stage2.examples_per_class:
       raise config_checks.ConfigError(
           f"config.stage2.examples_per_class: {config.stage2.examples_per_class} does not divide "
           f"config.train.batch_size={config.train.batch_size} (fast sampling fills batches with P intents x K "
           "utterances)")
   common.require_splits(config, builder, "eval.extra_pool_splits", config.eval.extra_pool_splits)
+
+
+def validate_length_groups(config: ml_collections.ConfigDict) -> None:
+  """``stage2.length_groups`` (sub-batches of the all-pairs stream) is >= 1 and divides the batch."""
+  if config.stage2.length_groups < 1 or config.train.batch_size % config.stage2.length_groups:
+    raise config_checks.ConfigError(
+        f"config.stage2.length_groups: {config.stage2.length_groups} must be >= 1 and divide "
+        f"config.train.batch_size={config.train.batch_size}")
 
 
 # ---------------------------------------------------------------------------------------------- the loss

@@ -49,6 +49,7 @@ from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.methods import common, convfit
 from fewshot_nlu.multilabel_model import MultiLabelModel, adapter_bytes
+from fewshot_nlu.train import optimizer
 from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "stage2.loss", convfit.LOSSES)
   config_checks.require_choice(config, "stage2.sampling", convfit.SAMPLINGS)
   config_checks.require_choice(config, "classifier.optimizer", mlp_head.OPTIMIZERS)
-  config_checks.require_choice(config, "classifier.decay", ("linear", "cosine", "constant"))
+  config_checks.require_choice(config, "classifier.decay", optimizer.DECAYS)
   config_checks.require_positive(config, "classifier.epochs", "classifier.batch_size", "classifier.learning_rate",
                                  "stage2.adapter_reduction", "stage2.fast_epochs_factor")
   for field in ("classifier.dropout", "classifier.label_smoothing", "classifier.threshold",
@@ -96,9 +97,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
     raise config_checks.ConfigError("config.stage2.negatives must be >= 0")
   if config.classifier.calibrate and config.classifier.calibration_folds < 2:
     raise config_checks.ConfigError("config.classifier.calibration_folds must be >= 2")
-  if config.train.batch_size % config.stage2.length_groups:
-    raise config_checks.ConfigError(f"config.stage2.length_groups: {config.stage2.length_groups} must divide "
-                                    f"config.train.batch_size={config.train.batch_size}")
+  convfit.validate_length_groups(config)
 
 
 def read_data(config) -> tuple[LabelSetSplit, LabelSetSplit]:
