@@ -43,6 +43,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.grad_clip_norm = 1.0  # 0 disables clipping
   config.train.trainable = (".*",)  # regexes over param paths, e.g. ("layer_5/.*",)
   config.train.frozen = ()
+  config.train.group_learning_rates = ()  # ((regex, peak learning rate), ...) for params matching a regex
   config.train.save_every = 10
   config.train.keep_checkpoints = 2
   config.train.log_every = 5

@@ -19,7 +19,7 @@ from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.heads import projection as projection_head
 from fewshot_nlu.intent_model import IntentModel, Neighbour, vote
 from fewshot_nlu.losses import pairs as pair_losses
-from fewshot_nlu.methods import convfit, convfit_stage1
+from fewshot_nlu.methods import convfit
 from tests import tiny
 from tests.test_main import _toy_dataset
 
@@ -291,12 +291,3 @@ def test_stage1_end_to_end_plain_and_gradient_cached_agree(tmp_path):
   _, cached_loss, cached = _stage1_run(tmp_path, tiny_bert_dir, 2)
   np.testing.assert_allclose(cached_loss, loss, rtol=1e-5)
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), cached.params, plain.params)
-
-
-def test_response_selection_ranks_within_shuffled_groups():
-  class Oracle:  # encodes text i as one-hot e_i: every context finds its response
-    def encode(self, texts, show_progress=False):
-      return np.eye(300, dtype=np.float32)[[int(t.split()[-1]) for t in texts]]
-  texts = [f"t {i}" for i in range(250)]
-  got = convfit_stage1.response_selection(Oracle(), texts, texts, group=100)
-  assert got == {"r1_at_100": 1.0, "mrr": 1.0, "num_eval": 200}

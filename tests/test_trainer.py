@@ -60,6 +60,23 @@ def test_frozen_params_stay_bit_identical():
   assert not np.array_equal(new["layer_1"]["output"]["kernel"], params["layer_1"]["output"]["kernel"])
 
 
+def test_group_learning_rates_scale_each_group_and_keep_frozen_params():
+  """Adam's first step moves every param by ~its learning rate (sign of the gradient): the head group by 3e-2,
+  the rest by 3e-4, frozen params not at all; clipping spans all groups together."""
+  params = {"encoder": {"w": np.ones((3,), np.float32), "b": np.ones((2,), np.float32)},
+            "head": {"w": np.ones((4,), np.float32)}}
+  tx, _ = optimizer.make_optimizer(params, learning_rate=3e-4, total_steps=10, warmup_fraction=0.0,
+                                   decay="constant", weight_decay=0.0, grad_clip_norm=1.0,
+                                   frozen=["encoder/b"], group_learning_rates=[("head/.*", 3e-2)])
+  grads = jax.tree.map(lambda x: np.full_like(x, 5.0), params)
+  updates, _ = tx.update(grads, tx.init(params), params)
+  np.testing.assert_allclose(updates["head"]["w"], -3e-2, rtol=1e-3)
+  np.testing.assert_allclose(updates["encoder"]["w"], -3e-4, rtol=1e-3)
+  np.testing.assert_array_equal(updates["encoder"]["b"], 0.0)
+  with pytest.raises(ValueError, match="matches no trainable"):
+    optimizer.make_optimizer(params, learning_rate=1e-3, total_steps=5, group_learning_rates=[("nope/.*", 1.0)])
+
+
 def test_stream_is_deterministic_and_resumable():
   make = lambda idx, epoch, b: {"idx": np.pad(idx, (0, b - len(idx)), constant_values=-1)}
   a = EpochStream(10, 4, make, seed=3)

@@ -71,3 +71,16 @@ def pad_in_length_groups(sequences: Sequence[Sequence[int]], groups: int, bucket
     length = bucket_for(max((len(s) for s in chunk), default=1), buckets)
     out.append(pad_token_ids(chunk, length, pad_id, rows))
   return order, out
+
+
+def pair_batcher(context_ids, response_ids, buckets: Sequence[int], pad_id: int):
+  """``make_batch(indices, epoch, batch_size)`` for an ``EpochStream`` over (context, response) pairs: each side
+  padded to the smallest bucket that fits its longest row -> ``{context,response}_{ids,mask}`` and ``valid``."""
+  def make_batch(indices, epoch, batch_size):
+    batch = {"valid": np.arange(batch_size) < len(indices)}
+    for side, ids in (("context", context_ids), ("response", response_ids)):
+      chunk = [ids[i] for i in indices]
+      padded = pad_token_ids(chunk, bucket_for(max(map(len, chunk)), buckets), pad_id, batch_size)
+      batch[f"{side}_ids"], batch[f"{side}_mask"] = padded["input_ids"], padded["attention_mask"]
+    return batch
+  return make_batch

@@ -54,6 +54,7 @@ class SentenceEncoder:
     """Loads ``source`` (see ``pretrained.load_pretrained``), with its down-projection if it has one."""
     model = pretrained.load_pretrained(source)
     kwargs.setdefault("projection", projection_head.load(model.directory))
+    kwargs.setdefault("max_length", min(128, model.config.max_length))
     return cls(model.config, model.params, model.tokenizer, **kwargs)
 
   def with_adapter(self, adapter: dict | None) -> "SentenceEncoder":
@@ -62,6 +63,15 @@ class SentenceEncoder:
     and adapters of one size reuse the same compiled programs."""
     clone = copy.copy(self)
     clone.params = adapters.merge(self.params, jax.device_put(adapter) if adapter else {})
+    return clone
+
+  def with_max_length(self, max_length: int) -> "SentenceEncoder":
+    """This encoder truncating at ``max_length`` tokens (same params, not copied)."""
+    if max_length > self.cfg.max_length:
+      raise ValueError(f"max_length={max_length} exceeds the model's {self.cfg.max_length} positions")
+    clone = copy.copy(self)
+    clone.max_length = max_length
+    clone.buckets = batching.length_buckets(max_length, batching.INFERENCE_BUCKETS)
     return clone
 
   def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:

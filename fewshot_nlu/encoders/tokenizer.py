@@ -44,6 +44,11 @@ class Tokenizer:
     self.sep_id = _first_id(backend, _SEP_NAMES)
 
   @property
+  def separator(self) -> str:
+    """The text that joins dialogue turns into one input: the separator token ([SEP], </s>), or "|"."""
+    return self.backend.id_to_token(self.sep_id) if self.sep_id is not None else "|"
+
+  @property
   def vocab_size(self) -> int:
     return self.backend.get_vocab_size(with_added_tokens=True)
 

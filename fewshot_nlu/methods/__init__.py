@@ -9,6 +9,8 @@ METHODS = {
     "convfit": "fewshot_nlu.methods.convfit",
     "convfit_stage1": "fewshot_nlu.methods.convfit_stage1",
     "multi_convfit": "fewshot_nlu.methods.multi_convfit",
+    "dse": "fewshot_nlu.methods.dse",
+    "evaluate": "fewshot_nlu.methods.evaluate",
 }
 
 

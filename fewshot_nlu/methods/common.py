@@ -83,7 +83,7 @@ def _builder(config: ml_collections.ConfigDict):
 def _as_split(examples: list[dict], where: str) -> IntentSplit:
   texts, labels = [], []
   for e in examples:
-    label = e["label"] if "label" in e else e.get("labels")
+    label = next((e[k] for k in ("label", "labels", "intents") if k in e), None)
     if isinstance(label, list):
       if len(label) != 1:
         raise ValueError(f"{where}, example {e['index']}: {len(label)} labels {label}; this method is "

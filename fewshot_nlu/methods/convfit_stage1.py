@@ -33,6 +33,7 @@ from fewshot_nlu.data.builders import base
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.evaluation.response_selection import response_selection
 from fewshot_nlu.losses.ranking import cached_mneg_loss_and_grads, mneg_loss
 from fewshot_nlu.methods import common
 from fewshot_nlu.methods.convfit import STAGE1_MARKER
@@ -70,26 +71,6 @@ def _builder(config):
   return builder
 
 
-def read_pairs(builder, split: str, separator: str) -> tuple[list[str], list[str]]:
-  """(contexts, responses): dialogue turns joined by `` <separator> `` (oldest first); Reddit's ``context``."""
-  contexts, responses = [], []
-  for e in base.load_split(builder, split):
-    contexts.append(f" {separator} ".join(e["query"]) if "query" in e else e["context"])
-    responses.append(e["response"])
-  return contexts, responses
-
-
-def make_batcher(context_ids, response_ids, buckets, pad_id):
-  def make_batch(indices, epoch, batch_size):
-    batch = {"valid": np.arange(batch_size) < len(indices)}
-    for side, ids in (("context", context_ids), ("response", response_ids)):
-      chunk = [ids[i] for i in indices]
-      padded = batching.pad_token_ids(chunk, batching.bucket_for(max(map(len, chunk)), buckets), pad_id, batch_size)
-      batch[f"{side}_ids"], batch[f"{side}_mask"] = padded["input_ids"], padded["attention_mask"]
-    return batch
-  return make_batch
-
-
 def make_loss(cfg: transformer.EncoderConfig, config):
   """(loss_fn, grads_fn): plain MNEG over the global batch, or its gradient-cached form."""
   module = transformer.TransformerEncoder(cfg, common.DTYPES[config.model.dtype])
@@ -121,36 +102,18 @@ def make_loss(cfg: transformer.EncoderConfig, config):
   return loss_fn, (grads_fn if config.loss.cache_chunks else None)
 
 
-def response_selection(encoder: SentenceEncoder, contexts, responses, group: int = 100, seed: int = 0) -> dict:
-  """R@1 and MRR of each context's true response among the ``group`` responses of its block of pairs.
-  Pairs are shuffled (fixed ``seed``) before blocking: consecutive pairs of one dialogue overlap (a response
-  is the next pair's last context turn), so blocks in raw order would hold near-copies of the answer."""
-  order = np.random.default_rng(seed).permutation(len(contexts))
-  n = len(contexts) // group * group
-  if n == 0:
-    return {}
-  contexts, responses = [contexts[i] for i in order[:n]], [responses[i] for i in order[:n]]
-  c, r = encoder.encode(contexts, show_progress=True), encoder.encode(responses, show_progress=True)
-  ranks = []
-  for start in range(0, n, group):
-    scores = c[start:start + group] @ r[start:start + group].T
-    ranks.extend(1 + np.sum(scores > np.diag(scores)[:, None], axis=1))
-  ranks = np.array(ranks)
-  return {f"r1_at_{group}": float(np.mean(ranks == 1)), "mrr": float(np.mean(1.0 / ranks)), "num_eval": n}
-
-
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   builder = _builder(config)
   model = pretrained.load_pretrained(config.model.name)
   tok = model.tokenizer
-  separator = tok.backend.id_to_token(tok.sep_id) if tok.sep_id is not None else "|"
-  contexts, responses = read_pairs(builder, config.data.train_split, separator)
+  separator = tok.separator
+  contexts, responses = base.read_text_pairs(builder, config.data.train_split, separator)
   log.info("stage 1: %d (context, response) pairs from %s/%s", len(contexts), config.data.builder,
            config.data.train_split)
   mesh, host_batch = common.mesh_and_host_batch(config)
   buckets = batching.length_buckets(config.model.max_length)
   stream = EpochStream(len(contexts), host_batch,
-                       make_batcher(tok.encode(contexts, config.model.max_length),
+                       batching.pair_batcher(tok.encode(contexts, config.model.max_length),
                                     tok.encode(responses, config.model.max_length), buckets, tok.pad_id),
                        seed=config.seed + jax.process_index())
   epoch_steps = stream.total_steps(config.train.epochs)
@@ -162,7 +125,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   results = {"pairs": len(contexts), "steps": steps, "epochs_run": round(steps / max(epoch_steps, 1)
                                                                            * config.train.epochs, 3)}
   if config.data.eval_split:
-    held_c, held_r = read_pairs(builder, config.data.eval_split, separator)
+    held_c, held_r = base.read_text_pairs(builder, config.data.eval_split, separator)
     if config.eval.max_pairs and len(held_c) > config.eval.max_pairs:  # a fixed random subset
       keep = np.sort(np.random.default_rng(1).choice(len(held_c), config.eval.max_pairs, replace=False))
       held_c, held_r = [held_c[i] for i in keep], [held_r[i] for i in keep]
@@ -171,7 +134,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
       enc = SentenceEncoder(model.config, p, tok, pooling_mode=config.model.pooling,
                             max_length=config.model.max_length, batch_size=config.eval.batch_size,
                             dtype=common.DTYPES[config.model.dtype])
-      return response_selection(enc, held_c, held_r)
+      return response_selection(lambda texts: enc.encode(texts, show_progress=True), held_c, held_r, ks=(1,))
 
     results.update(evaluate(params))
     if config.eval.before_training:

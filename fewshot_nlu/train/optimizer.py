@@ -58,16 +58,48 @@ def weight_decay_mask(params: Any) -> Any:
   return jax.tree_util.tree_map_with_path(decays, params)
 
 
+def group_labels(params: Any, groups: Sequence[str], trainable: Sequence[str] | None = None,
+                 frozen: Sequence[str] = ()) -> Any:
+  """Per parameter: 'freeze' (see ``freeze_labels``), else ``group_<k>`` for the first of the ``groups``
+  regexes that matches its ``a/b/kernel`` path in full, else 'default'."""
+  frozen_labels = flax.traverse_util.flatten_dict(freeze_labels(params, trainable, frozen))
+  group_res = [re.compile(g) for g in groups]
+  labels = {}
+  for path, name in _paths(params).items():
+    match = next((k for k, r in enumerate(group_res) if r.fullmatch(name)), None)
+    labels[path] = ("freeze" if frozen_labels[path] == "freeze" else
+                    "default" if match is None else f"group_{match}")
+  for k, g in enumerate(groups):
+    if f"group_{k}" not in labels.values():
+      raise ValueError(f"learning-rate group {g!r} matches no trainable parameter")
+  return flax.traverse_util.unflatten_dict(labels)
+
+
 def make_optimizer(params: Any, *, learning_rate: float, total_steps: int, warmup_fraction: float = 0.1,
                    decay: str = "linear", weight_decay: float = 0.01, grad_clip_norm: float | None = None,
-                   trainable: Sequence[str] | None = None, frozen: Sequence[str] = ()
+                   trainable: Sequence[str] | None = None, frozen: Sequence[str] = (),
+                   group_learning_rates: Sequence[tuple[str, float]] = ()
                    ) -> tuple[optax.GradientTransformation, optax.Schedule]:
-  """The optimizer and its schedule. Frozen params get zero updates, so they stay bit-identical."""
+  """The optimizer and its (default) schedule. Frozen params get zero updates, so they stay bit-identical.
+  ``group_learning_rates``: (regex, learning rate) pairs; a parameter whose path matches a regex (the first
+  that does) trains with that peak rate (same warm-up and decay), e.g. DSE's head at 3e-4 beside the encoder
+  at 3e-6. Gradient clipping is over the global norm of all trainable gradients together."""
+  def adamw(rate):
+    return optax.adamw(make_schedule(rate, total_steps, warmup_fraction, decay), weight_decay=weight_decay,
+                       mask=weight_decay_mask)
+
   schedule = make_schedule(learning_rate, total_steps, warmup_fraction, decay)
-  parts = [optax.clip_by_global_norm(grad_clip_norm)] if grad_clip_norm else []
-  parts.append(optax.adamw(schedule, weight_decay=weight_decay, mask=weight_decay_mask))
-  tx = optax.chain(*parts)
-  if trainable is not None or frozen:
-    tx = optax.multi_transform({"train": tx, "freeze": optax.set_to_zero()},
-                               freeze_labels(params, trainable, frozen))
-  return tx, schedule
+  clip = [optax.clip_by_global_norm(grad_clip_norm)] if grad_clip_norm else []
+  if not group_learning_rates:
+    tx = optax.chain(*clip, adamw(learning_rate))
+    if trainable is not None or frozen:
+      tx = optax.multi_transform({"train": tx, "freeze": optax.set_to_zero()},
+                                 freeze_labels(params, trainable, frozen))
+    return tx, schedule
+  labels = group_labels(params, [g for g, _ in group_learning_rates], trainable, frozen)
+  rates = {"default": learning_rate, **{f"group_{k}": rate for k, (_, rate) in enumerate(group_learning_rates)}}
+  zero_frozen = optax.multi_transform({"freeze": optax.set_to_zero(), **{g: optax.identity() for g in rates}},
+                                      labels)
+  per_group = optax.multi_transform({"freeze": optax.set_to_zero(), **{g: adamw(r) for g, r in rates.items()}},
+                                    labels)
+  return optax.chain(zero_frozen, *clip, per_group), schedule

@@ -32,7 +32,8 @@ def build_training(params: Any, logical_axes: Any, loss_fn: LossFn, total_steps:
       params, learning_rate=t.learning_rate, total_steps=total_steps,
       warmup_fraction=t.warmup_fraction, decay=t.decay, weight_decay=t.weight_decay,
       grad_clip_norm=t.grad_clip_norm or None, trainable=tuple(t.trainable) or None,
-      frozen=tuple(t.frozen))
+      frozen=tuple(t.frozen),
+      group_learning_rates=tuple((str(g), float(r)) for g, r in t.get("group_learning_rates", ())))
   specs = sharding.param_specs(params, logical_axes, mesh, rules=tuple(map(tuple, config.sharding.rules)))
   sharding.log_param_shardings(specs)
   shapes = jax.eval_shape(lambda p: TrainState.create(p, tx), params)

@@ -188,3 +188,13 @@ def load_split(builder: tfds.core.DatasetBuilder, split: str) -> list[dict[str, 
   for start in range(0, len(source), 4096):  # batched reads: ~3x faster than one record at a time
     examples.extend(decode(e) for e in source.__getitems__(list(range(start, min(start + 4096, len(source))))))
   return sorted(examples, key=lambda e: e["index"])
+
+
+def read_text_pairs(builder, split: str, separator: str) -> tuple[list[str], list[str]]:
+  """(queries, responses) of a dialogue-pair split: ``dialogue_pairs``' query turns joined by
+  `` <separator> `` (oldest first), or Reddit's ``context``."""
+  queries, responses = [], []
+  for e in load_split(builder, split):
+    queries.append(f" {separator} ".join(e["query"]) if "query" in e else e["context"])
+    responses.append(e["response"])
+  return queries, responses
