@@ -76,13 +76,8 @@ def _intent_builder(config, name: str, oos: bool = False):
 
 
 def _pairs_builder(config, pairing: str):
-  root = config_checks.require_dir(config, "data.dir")
-  builder = base.prepare(builders.get_builder("dialogue_pairs", config=pairing, raw_dir=root,
-                                              data_dir=config.data.tfds_dir or None))
-  if config.suite.response_split not in builder.info.splits:
-    raise config_checks.ConfigError(f"config.suite.response_split: {config.suite.response_split!r} is not a "
-                                    f"split of dialogue_pairs/{pairing}")
-  return builder
+  from fewshot_nlu.methods import common
+  return common.dialogue_pairs_builder(config, pairing, "suite.response_split")
 
 
 def _require_in(field: str, value: str, choices) -> None:

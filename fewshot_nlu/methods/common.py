@@ -80,6 +80,19 @@ def _builder(config: ml_collections.ConfigDict):
   return cls(raw_dir=raw_dir, data_dir=config.data.tfds_dir or None, **kwargs)
 
 
+def dialogue_pairs_builder(config: ml_collections.ConfigDict, pairing: str, split_field: str):
+  """The prepared ``dialogue_pairs`` builder of config ``pairing``, its raw root ``data.dir`` (the folder holding
+  SGD/ and Taskmaster4/), after checking that ``config.<split_field>`` names one of its splits."""
+  root = config_checks.require_dir(config, "data.dir", hint=" (the folder holding SGD/ and Taskmaster4/)")
+  builder = base.prepare(builders.get_builder("dialogue_pairs", config=pairing, raw_dir=root,
+                                              data_dir=config.data.tfds_dir or None))
+  split = config_checks.get(config, split_field)
+  if split not in builder.info.splits:
+    raise config_checks.ConfigError(f"config.{split_field}: {split!r} is not a split of dialogue_pairs/{pairing}; "
+                                    f"available: {sorted(builder.info.splits.keys())}")
+  return builder
+
+
 def _as_split(examples: list[dict], where: str) -> IntentSplit:
   texts, labels = [], []
   for e in examples:

@@ -35,7 +35,7 @@ import jax
 import ml_collections
 
 from fewshot_nlu import config_checks
-from fewshot_nlu.data import batching, builders
+from fewshot_nlu.data import batching
 from fewshot_nlu.data.builders import base
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
@@ -59,7 +59,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if config.train.max_steps < 0:
     raise config_checks.ConfigError(f"config.train.max_steps: {config.train.max_steps} must be >= 0")
   for pairing in _pairings(config):
-    _pairs_builder(config, pairing)
+    common.dialogue_pairs_builder(config, pairing, "data.train_split")
   if config.eval.suite:
     suite.validate(config)
 
@@ -69,19 +69,12 @@ def _pairings(config) -> tuple[str, ...]:
           "combined": ("consecutive", "multi_turn")}[config.dse.pairs]
 
 
-def _pairs_builder(config, pairing: str):
-  root = config_checks.require_dir(config, "data.dir", hint=" (the folder holding SGD/ and Taskmaster4/)")
-  builder = base.prepare(builders.get_builder("dialogue_pairs", config=pairing, raw_dir=root,
-                                              data_dir=config.data.tfds_dir or None))
-  common.require_splits(config, builder, "data.train_split", [config.data.train_split])
-  return builder
-
-
 def read_training_pairs(config, separator: str) -> tuple[list[str], list[str]]:
   """The (anchor, positive) texts of ``dse.pairs`` from the ``data.train_split`` of ``dialogue_pairs``."""
   firsts, seconds = [], []
   for pairing in _pairings(config):
-    a, b = base.read_text_pairs(_pairs_builder(config, pairing), config.data.train_split, separator)
+    builder = common.dialogue_pairs_builder(config, pairing, "data.train_split")
+    a, b = base.read_text_pairs(builder, config.data.train_split, separator)
     firsts += a
     seconds += b
   if config.dse.pairs == "dropout":  # unique utterances, in order of first appearance

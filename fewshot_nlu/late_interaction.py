@@ -1,0 +1,57 @@
+"""Late interaction (ColBERT MaxSim) as QAID uses it (§2.1, Eq. 1 and §3.2).
+
+z(u) = normalize(Proj(Enc(u))): every token vector of the encoder projected to D_P = 128 and put on the unit
+sphere. The relevance of u to v is
+
+    Score(u, v) = 1/|u| * sum_{i in u} max_{j in v} z(u)_i . z(v)_j                                    (Eq. 1)
+
+with padding excluded on both sides and the sum normalised by u's token count (§3.2: "we normalize the score
+by the number of tokens in the summation"). Score is not symmetric.
+
+``maxsim_scores`` scores every query against every candidate ([B_q, B_d]) as one jitted computation whose
+memory is bounded: the candidate axis is cut into chunks of ``chunk`` candidates and scanned with
+``lax.map``, so a global batch of 1,024 x 1,024 pairs of 32 x 32 tokens never materialises its
+[B_q, B_d, m, l] = 4 GiB token-similarity tensor at once. Under jit with the queries sharded over the mesh's
+batch axes each device scores its own queries against all candidates (XLA gathers the candidates).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from fewshot_nlu.encoders.pooling import l2_normalize
+
+_MASKED = -1e9
+
+
+def token_vectors(projection: dict, hidden: jax.Array, mask: jax.Array) -> jax.Array:
+  """z: [B, L, D_P] unit-length projected token vectors (a linear layer, no activation), zero at padding."""
+  z = l2_normalize(hidden.astype(jnp.float32) @ projection["kernel"] + projection["bias"])
+  return z * mask[..., None].astype(z.dtype)
+
+
+def _maxsim_block(queries, query_mask, candidates, candidate_mask):
+  """[B_q, C] scores of all queries against one block of C candidates."""
+  sims = jnp.einsum("qmd,cld->qcml", queries, candidates)
+  sims = jnp.where(candidate_mask[None, :, None, :].astype(bool), sims, _MASKED)
+  best = jnp.max(sims, axis=-1)  # [B_q, C, m]: each query token's best candidate token
+  qm = query_mask.astype(best.dtype)[:, None, :]
+  return jnp.sum(best * qm, axis=-1) / jnp.maximum(jnp.sum(qm, axis=-1), 1.0)
+
+
+def maxsim_scores(queries: jax.Array, query_mask: jax.Array, candidates: jax.Array, candidate_mask: jax.Array,
+                  *, chunk: int | None = None) -> jax.Array:
+  """Score(q, d) of Eq. (1) for every query q ([B_q, m, D] token vectors, mask [B_q, m]) and candidate d
+  ([B_d, l, D], mask [B_d, l]) -> [B_q, B_d]. ``chunk``: candidates scored at a time (None: all at once);
+  B_d need not divide by it (the tail is padded and cut). A candidate without tokens scores -1e9."""
+  b_d = candidates.shape[0]
+  if chunk is None or chunk >= b_d:
+    return _maxsim_block(queries, query_mask, candidates, candidate_mask)
+  pad = (-b_d) % chunk
+  candidates = jnp.pad(candidates, ((0, pad), (0, 0), (0, 0)))
+  candidate_mask = jnp.pad(candidate_mask, ((0, pad), (0, 0)))
+  blocks = (candidates.reshape((-1, chunk) + candidates.shape[1:]),
+            candidate_mask.reshape((-1, chunk) + candidate_mask.shape[1:]))
+  scores = jax.lax.map(lambda block: _maxsim_block(queries, query_mask, *block), blocks)  # [n, B_q, chunk]
+  return jnp.moveaxis(scores, 0, 1).reshape(queries.shape[0], -1)[:, :b_d]
