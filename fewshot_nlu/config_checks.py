@@ -35,7 +35,12 @@ def require_fraction(config, field: str) -> None:
 
 
 def require_choice(config, field: str, choices: Iterable[str]) -> None:
-  value, choices = get(config, field), tuple(choices)
+  require_value_in(field, get(config, field), choices)
+
+
+def require_value_in(field: str, value: Any, choices: Iterable[str]) -> None:
+  """``value`` (of ``config.<field>``, or an item of it) is one of ``choices``."""
+  choices = tuple(choices)
   if value not in choices:
     raise ConfigError(f"config.{field}: {value!r} is not one of {choices}")
 

@@ -42,7 +42,8 @@ def _exact_top_k(queries, store, size, k):
   return jax.lax.top_k(scores, k)
 
 
-def _normalize(x: np.ndarray) -> np.ndarray:
+def normalize(x: np.ndarray) -> np.ndarray:
+  """Rows scaled to unit length (zero rows stay zero)."""
   return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
@@ -87,7 +88,7 @@ class Index:
     if len(vectors) != len(payloads):
       raise ValueError(f"{len(vectors)} vectors but {len(payloads)} payloads")
     if self.metric == "cosine":
-      vectors = _normalize(vectors)
+      vectors = normalize(vectors)
     start = len(self)
     self.vectors = np.concatenate([self.vectors, vectors])
     self.payloads.extend(dict(p) for p in payloads)
@@ -120,7 +121,7 @@ class Index:
     if queries.ndim != 2 or queries.shape[1] != self.dim:
       raise ValueError(f"queries must be [q, {self.dim}], got {queries.shape}")
     if self.metric == "cosine":
-      queries = _normalize(queries)
+      queries = normalize(queries)
     k = min(k, len(self))
     if self.backend == "scann":
       ids, scores = self._scann().search_batched(queries, final_num_neighbors=k)

@@ -39,14 +39,18 @@ class SentenceEncoder:
                pooling_mode: str = "mean", normalize: bool = True, max_length: int = 128,
                batch_size: int = 32, dtype=jnp.float32, projection: dict | None = None):
     pooling.get_pooler(pooling_mode)  # validate early
-    if max_length > cfg.max_length:
-      raise ValueError(f"max_length={max_length} exceeds the model's {cfg.max_length} positions")
     self.cfg, self.tokenizer = cfg, tokenizer
+    self._set_max_length(max_length)
     self.params = jax.device_put(params)
     self.projection = None if projection is None else jax.device_put(dict(projection))
     self.dim = cfg.hidden_size if projection is None else int(projection["kernel"].shape[1])
     self.pooling_mode, self.normalize = pooling_mode, normalize
-    self.max_length, self.batch_size, self.dtype = max_length, batch_size, dtype
+    self.batch_size, self.dtype = batch_size, dtype
+
+  def _set_max_length(self, max_length: int) -> None:
+    if max_length > self.cfg.max_length:
+      raise ValueError(f"max_length={max_length} exceeds the model's {self.cfg.max_length} positions")
+    self.max_length = max_length
     self.buckets = batching.length_buckets(max_length, batching.INFERENCE_BUCKETS)
 
   @classmethod
@@ -67,11 +71,8 @@ class SentenceEncoder:
 
   def with_max_length(self, max_length: int) -> "SentenceEncoder":
     """This encoder truncating at ``max_length`` tokens (same params, not copied)."""
-    if max_length > self.cfg.max_length:
-      raise ValueError(f"max_length={max_length} exceeds the model's {self.cfg.max_length} positions")
     clone = copy.copy(self)
-    clone.max_length = max_length
-    clone.buckets = batching.length_buckets(max_length, batching.INFERENCE_BUCKETS)
+    clone._set_max_length(max_length)
     return clone
 
   def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:

@@ -11,6 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
+from fewshot_nlu.index import normalize
+
 OOS = "oos"
 
 
@@ -25,30 +27,19 @@ def sample_support(labels: Sequence[str], shots: int, seed: int) -> np.ndarray:
   return np.concatenate(chosen) if chosen else np.zeros((0,), int)
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-  return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
-
-
 def prototypes(vectors: np.ndarray, labels: Sequence[str]) -> tuple[list[str], np.ndarray]:
   """(sorted class names, [C, d] unit-length prototypes): the mean of each class's (unit-length) vectors."""
   names = sorted(set(labels))
   labels = np.asarray(labels)
-  unit = _unit(np.asarray(vectors, np.float64))
-  return names, _unit(np.stack([unit[labels == n].mean(axis=0) for n in names]))
+  unit = normalize(np.asarray(vectors, np.float64))
+  return names, normalize(np.stack([unit[labels == n].mean(axis=0) for n in names]))
 
 
 def best_prototype(queries: np.ndarray, names: list[str], protos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   """(predicted class names, cosine similarity to that prototype) for every query."""
-  sims = _unit(np.asarray(queries, np.float64)) @ protos.T
+  sims = normalize(np.asarray(queries, np.float64)) @ protos.T
   best = np.argmax(sims, axis=1)
   return np.asarray(names)[best], sims[np.arange(len(best)), best]
-
-
-def intent_accuracy(support: np.ndarray, support_labels: Sequence[str], queries: np.ndarray,
-                    query_labels: Sequence[str]) -> float:
-  names, protos = prototypes(support, support_labels)
-  predicted, _ = best_prototype(queries, names, protos)
-  return float(np.mean(predicted == np.asarray(query_labels)))
 
 
 def oos_thresholds(best_similarity: np.ndarray) -> dict[str, float]:

@@ -34,6 +34,7 @@ from fewshot_nlu.data.builders import base, dialogue
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.evaluation import prototypes
 from fewshot_nlu.evaluation.response_selection import response_selection
+from fewshot_nlu.methods import common
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,6 @@ def _sub_config(config, builder: str) -> ml_collections.ConfigDict:
 
 
 def _intent_builder(config, name: str, oos: bool = False):
-  from fewshot_nlu.methods import common
   sub = _sub_config(config, name)
   builder = common.prepared_builder(sub)
   splits = [config.suite.support_split, config.suite.eval_split] + ([f"oos_{config.suite.eval_split}"] if oos
@@ -76,24 +76,18 @@ def _intent_builder(config, name: str, oos: bool = False):
 
 
 def _pairs_builder(config, pairing: str):
-  from fewshot_nlu.methods import common
   return common.dialogue_pairs_builder(config, pairing, "suite.response_split")
-
-
-def _require_in(field: str, value: str, choices) -> None:
-  if value not in choices:
-    raise config_checks.ConfigError(f"config.{field}: {value!r} is not one of {sorted(choices)}")
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
   """Checks the ``suite`` fields and prepares every dataset it reads (no model, no compile)."""
   s = config.suite
   for name in s.intent_datasets:
-    _require_in(f"suite.intent_datasets ({name!r})", name, tuple(builders.BUILDERS))
+    config_checks.require_value_in(f"suite.intent_datasets ({name!r})", name, tuple(builders.BUILDERS))
   if s.oos_dataset:
-    _require_in("suite.oos_dataset", s.oos_dataset, tuple(s.intent_datasets))
+    config_checks.require_value_in("suite.oos_dataset", s.oos_dataset, tuple(s.intent_datasets))
   for pairing in s.response_pairings:
-    _require_in(f"suite.response_pairings ({pairing!r})", pairing, dialogue.PAIRINGS)
+    config_checks.require_value_in(f"suite.response_pairings ({pairing!r})", pairing, dialogue.PAIRINGS)
   if not s.shots or any(int(k) < 1 for k in s.shots):
     raise config_checks.ConfigError(f"config.suite.shots: {tuple(s.shots)} must be a non-empty list of ints >= 1")
   config_checks.require_positive(config, "suite.samplings", "suite.response_group", "suite.intent_max_length",
@@ -106,10 +100,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
     _pairs_builder(config, pairing)
 
 
-def _subset(n: int, max_eval: int) -> np.ndarray:
-  if not max_eval or n <= max_eval:
+def fixed_subset(n: int, max_n: int) -> np.ndarray:
+  """Sorted indices of a fixed random subset (seed 1) of at most ``max_n`` of ``n`` items; all when max_n = 0."""
+  if not max_n or n <= max_n:
     return np.arange(n)
-  return np.sort(np.random.default_rng(1).choice(n, max_eval, replace=False))
+  return np.sort(np.random.default_rng(1).choice(n, max_n, replace=False))
 
 
 def _mean_std(values: list[float]) -> dict:
@@ -118,13 +113,12 @@ def _mean_std(values: list[float]) -> dict:
 
 def prototype_tasks(encoder: SentenceEncoder, config, name: str) -> dict[str, Any]:
   """Intent accuracy per shot count on ``name``, and (for ``suite.oos_dataset``) out-of-scope detection."""
-  from fewshot_nlu.methods import common
   s = config.suite
   with_oos = name == s.oos_dataset
   sub, builder = _intent_builder(config, name, oos=with_oos)
   pool = common.read_split(sub, s.support_split, builder)
   test = common.read_split(sub, s.eval_split, builder)
-  keep = _subset(len(test.texts), s.max_eval)
+  keep = fixed_subset(len(test.texts), s.max_eval)
   test_texts, test_labels = [test.texts[i] for i in keep], [test.labels[i] for i in keep]
   supports = {(int(k), r): prototypes.sample_support(pool.labels, int(k), s.seed + r)
               for k in s.shots for r in range(s.samplings)}
@@ -137,7 +131,7 @@ def prototype_tasks(encoder: SentenceEncoder, config, name: str) -> dict[str, An
   oos_vectors, oos_count = None, 0
   if with_oos:
     oos = common.read_split(sub, f"oos_{s.eval_split}", builder)
-    oos_keep = _subset(len(oos.texts), s.max_eval)
+    oos_keep = fixed_subset(len(oos.texts), s.max_eval)
     oos_vectors = encoder.encode([oos.texts[i] for i in oos_keep], show_progress=True)
     oos_count = len(oos_keep)
   for k in sorted({int(k) for k in s.shots}):
@@ -179,7 +173,7 @@ def run(encoder: SentenceEncoder, config) -> dict[str, Any]:
   for pairing in s.response_pairings:
     queries, responses = base.read_text_pairs(_pairs_builder(config, pairing), s.response_split,
                                               encoder.tokenizer.separator)
-    keep = _subset(len(queries), s.max_eval)
+    keep = fixed_subset(len(queries), s.max_eval)
     results["response_selection"][pairing] = response_selection(
         lambda texts: long.encode(texts, show_progress=True), [queries[i] for i in keep],
         [responses[i] for i in keep], group=s.response_group, seed=s.seed)
@@ -200,9 +194,13 @@ def flat_metrics(results: dict) -> dict[str, float]:
   return flat
 
 
+def percent(v: dict | None) -> str:
+  """A ``{"mean", "std"}`` result as "mean ± std" in %; "–" when missing."""
+  return "–" if v is None else f"{100 * v['mean']:.2f} ± {100 * v['std']:.2f}"
+
+
 def markdown(results: dict, title: str) -> str:
   """The suite's results as Markdown tables (percentages; mean ± std over the support samplings)."""
-  pct = lambda v: f"{100 * v['mean']:.2f} ± {100 * v['std']:.2f}"  # noqa: E731
   lines = [f"# {title}", ""]
   intent = results.get("intent", {})
   shots = sorted({k for r in intent.values() for k in r if k.endswith("_shot")}, key=lambda k: int(k.split("_")[0]))
@@ -210,7 +208,7 @@ def markdown(results: dict, title: str) -> str:
     lines += ["## Intent classification (prototypes, accuracy %)", "",
               "| dataset | test | " + " | ".join(shots) + " |",
               "| --- | ---: | " + " | ".join("---:" for _ in shots) + " |"]
-    lines += [f"| {name} | {r['num_test']} | " + " | ".join(pct(r[k]) for k in shots) + " |"
+    lines += [f"| {name} | {r['num_test']} | " + " | ".join(percent(r[k]) for k in shots) + " |"
               for name, r in intent.items()]
     lines.append("")
   for name, r in results.get("oos", {}).items():
@@ -219,8 +217,8 @@ def markdown(results: dict, title: str) -> str:
               "| --- | --- | ---: | ---: | ---: | ---: |"]
     for shot in (k for k in r if k.endswith("_shot")):
       for rule, m in r[shot].items():
-        lines.append(f"| {shot} | {rule} ({m['threshold']['mean']:.3f}) | {pct(m['accuracy'])} | "
-                     f"{pct(m['in_accuracy'])} | {pct(m['oos_accuracy'])} | {pct(m['oos_recall'])} |")
+        lines.append(f"| {shot} | {rule} ({m['threshold']['mean']:.3f}) | {percent(m['accuracy'])} | "
+                     f"{percent(m['in_accuracy'])} | {percent(m['oos_accuracy'])} | {percent(m['oos_recall'])} |")
     lines.append("")
   selection = results.get("response_selection", {})
   if selection:

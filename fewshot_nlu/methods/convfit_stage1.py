@@ -25,7 +25,6 @@ import pathlib
 
 import jax
 import ml_collections
-import numpy as np
 
 from fewshot_nlu import config_checks
 from fewshot_nlu.data import batching, builders
@@ -34,6 +33,7 @@ from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.evaluation.response_selection import response_selection
+from fewshot_nlu.evaluation.suite import fixed_subset
 from fewshot_nlu.losses.ranking import cached_mneg_loss_and_grads, mneg_loss
 from fewshot_nlu.methods import common
 from fewshot_nlu.methods.convfit import STAGE1_MARKER
@@ -126,9 +126,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
                                                                            * config.train.epochs, 3)}
   if config.data.eval_split:
     held_c, held_r = base.read_text_pairs(builder, config.data.eval_split, separator)
-    if config.eval.max_pairs and len(held_c) > config.eval.max_pairs:  # a fixed random subset
-      keep = np.sort(np.random.default_rng(1).choice(len(held_c), config.eval.max_pairs, replace=False))
-      held_c, held_r = [held_c[i] for i in keep], [held_r[i] for i in keep]
+    keep = fixed_subset(len(held_c), config.eval.max_pairs)
+    held_c, held_r = [held_c[i] for i in keep], [held_r[i] for i in keep]
 
     def evaluate(p):
       enc = SentenceEncoder(model.config, p, tok, pooling_mode=config.model.pooling,
