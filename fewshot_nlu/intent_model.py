@@ -80,6 +80,14 @@ class IntentModel:
     if self.classifier == "knn":
       self.labels.extend(sorted(set(labels) - set(self.labels)))
 
+  def __len__(self) -> int:
+    """Indexed labelled examples."""
+    return len(self.index)
+
+  def save_rows(self, directory: str | pathlib.Path) -> None:
+    """Writes the (possibly grown) index back into a saved model's folder."""
+    self.index.save(pathlib.Path(directory) / "index")
+
   def predict(self, texts: Sequence[str], *, neighbours: int = 3, show_progress: bool = False
               ) -> list[Prediction]:
     if not len(self.index):

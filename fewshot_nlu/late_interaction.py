@@ -20,15 +20,39 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from fewshot_nlu.encoders import pooling
 from fewshot_nlu.encoders.pooling import l2_normalize
+from fewshot_nlu.heads import projection as projection_head
 
 _MASKED = -1e9
+PROJECTION_FILE = "late_interaction_projection.safetensors"  # Proj of an export (heads.projection format)
 
 
 def token_vectors(projection: dict, hidden: jax.Array, mask: jax.Array) -> jax.Array:
   """z: [B, L, D_P] unit-length projected token vectors (a linear layer, no activation), zero at padding."""
-  z = l2_normalize(hidden.astype(jnp.float32) @ projection["kernel"] + projection["bias"])
+  z = l2_normalize(projection_head.linear(projection, hidden))
   return z * mask[..., None].astype(z.dtype)
+
+
+SIMILARITIES = ("late_interaction", "cosine")
+
+
+def represent(projection: dict, hidden: jax.Array, mask: jax.Array, similarity: str = "late_interaction",
+              pooling_mode: str = "mean") -> tuple[jax.Array, jax.Array]:
+  """(vectors [B, L', D_P], mask [B, L']) that ``maxsim_scores`` compares.
+
+  ``late_interaction``: ``token_vectors`` (L' = L). ``cosine`` (Table 3's "QAID - cosine similarity"): one
+  vector per text, the pooled encoder output projected and normalised (L' = 1), for which Eq. (1)'s MaxSim
+  is exactly the cosine of the two pooled vectors. The paper pools the [CLS] token; ``pooling_mode`` says
+  which pooling (the shipped MiniLM is a mean-pooling model)."""
+  if similarity == "late_interaction":
+    return token_vectors(projection, hidden, mask), mask
+  if similarity != "cosine":
+    raise ValueError(f"similarity {similarity!r} unknown; choose one of {SIMILARITIES}")
+  pooled = pooling.get_pooler(pooling_mode)(hidden, mask)
+  has_tokens = jnp.any(mask > 0, axis=-1, keepdims=True)
+  z = l2_normalize(projection_head.linear(projection, pooled))
+  return (z * has_tokens)[:, None, :], has_tokens.astype(mask.dtype)
 
 
 def _maxsim_block(queries, query_mask, candidates, candidate_mask):
@@ -55,3 +79,12 @@ def maxsim_scores(queries: jax.Array, query_mask: jax.Array, candidates: jax.Arr
             candidate_mask.reshape((-1, chunk) + candidate_mask.shape[1:]))
   scores = jax.lax.map(lambda block: _maxsim_block(queries, query_mask, *block), blocks)  # [n, B_q, chunk]
   return jnp.moveaxis(scores, 0, 1).reshape(queries.shape[0], -1)[:, :b_d]
+
+
+def maxsim_pairs(queries: jax.Array, query_mask: jax.Array, candidates: jax.Array, candidate_mask: jax.Array
+                 ) -> jax.Array:
+  """Score(q_b, d_b) of Eq. (1) for aligned rows ([B, m, D] against [B, l, D]) -> [B]: ColBERT's triplets."""
+  sims = jnp.einsum("bmd,bld->bml", queries, candidates)
+  sims = jnp.where(candidate_mask[:, None, :].astype(bool), sims, _MASKED)
+  qm = query_mask.astype(sims.dtype)
+  return jnp.sum(jnp.max(sims, axis=-1) * qm, axis=-1) / jnp.maximum(jnp.sum(qm, axis=-1), 1.0)

@@ -1,4 +1,6 @@
-"""Predict intents with an exported model, showing the nearest training examples behind each prediction.
+"""Predict intents with an exported model, showing the evidence behind each prediction: the nearest training
+examples (ConvFiT, Multi-ConvFiT k-NN / MLP exports) or the best-scoring intent names with their
+late-interaction scores (QAID exports).
 
   python -m fewshot_nlu.predict --model runs/convfit_banking77/export "I lost my card" "where is my money?"
   python -m fewshot_nlu.predict --model DIR --input queries.txt --output predictions.jsonl
@@ -32,6 +34,16 @@ def read_examples(path: pathlib.Path) -> tuple[list[str], list[str]]:
   return texts, labels
 
 
+def load_model(directory: str):
+  """The model exported in ``directory``: a QAID model (``qaid.json``: intent names retrieved by late
+  interaction) or a k-NN / MLP ``IntentModel``."""
+  from fewshot_nlu import qaid_model
+  if (pathlib.Path(directory) / qaid_model.META_FILE).exists():
+    return qaid_model.QAIDModel.load(directory)
+  from fewshot_nlu.intent_model import IntentModel
+  return IntentModel.load(directory)
+
+
 def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("texts", nargs="*", help="utterances to classify")
@@ -49,16 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.input:
       texts += [l.strip() for l in pathlib.Path(args.input).read_text(encoding="utf-8").splitlines() if l.strip()]
     extra = read_examples(pathlib.Path(args.add)) if args.add else None
-    from fewshot_nlu.intent_model import IntentModel
-    model = IntentModel.load(args.model)
+    model = load_model(args.model)
   except (OSError, ValueError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   if extra:
     model.add_examples(*extra)
-    print(f"indexed {len(extra[0])} more examples ({len(model.index)} in all)", file=sys.stderr)
+    print(f"indexed {len(extra[0])} more examples ({len(model)} in all)", file=sys.stderr)
     if args.save:
-      model.index.save(pathlib.Path(args.model) / "index")
+      model.save_rows(args.model)
   if not texts:
     return 0
   predictions = model.predict(texts, neighbours=args.neighbours)

@@ -30,19 +30,26 @@ def logical_axes() -> dict:
   return {"kernel": P(None, None), "bias": P(None)}
 
 
+def linear(params: dict, x: jax.Array) -> jax.Array:
+  """x W + b in float32, without the activation (QAID's Proj, linear classifiers)."""
+  return x.astype(jnp.float32) @ params["kernel"] + params["bias"]
+
+
 def apply(params: dict, pooled: jax.Array) -> jax.Array:
-  return jnp.tanh(pooled.astype(jnp.float32) @ params["kernel"] + params["bias"])
+  return jnp.tanh(linear(params, pooled))
 
 
-def save(directory: str | pathlib.Path, params: dict) -> None:
+def save(directory: str | pathlib.Path, params: dict, *, file: str = FILE, activation: str = "tanh") -> None:
+  """Writes ``params`` to ``directory/file`` (another ``file`` for other linear layers, e.g. QAID's
+  ``late_interaction.PROJECTION_FILE``, so that they are not mistaken for this head)."""
   from safetensors.numpy import save_file
   save_file({k: np.ascontiguousarray(np.asarray(v, np.float32)) for k, v in params.items()},
-            str(pathlib.Path(directory) / FILE), metadata={"activation": "tanh"})
+            str(pathlib.Path(directory) / file), metadata={"activation": activation})
 
 
-def load(directory: str | pathlib.Path) -> dict | None:
-  """The projection saved in ``directory``, or None if it has none."""
-  path = pathlib.Path(directory) / FILE
+def load(directory: str | pathlib.Path, *, file: str = FILE) -> dict | None:
+  """The projection saved in ``directory`` (as ``file``), or None if it has none."""
+  path = pathlib.Path(directory) / file
   if not path.exists():
     return None
   from safetensors.numpy import load_file

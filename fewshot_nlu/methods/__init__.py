@@ -11,6 +11,7 @@ METHODS = {
     "multi_convfit": "fewshot_nlu.methods.multi_convfit",
     "dse": "fewshot_nlu.methods.dse",
     "evaluate": "fewshot_nlu.methods.evaluate",
+    "qaid": "fewshot_nlu.methods.qaid",
 }
 
 

@@ -183,7 +183,7 @@ def evaluate_intent_model(model: IntentModel, queries: IntentSplit, workdir: pat
       for text, gold, p in zip(queries.texts, queries.labels, predictions):
         evidence = " | ".join(f"{n.text} [{n.label} {n.score:.3f}]" for n in p.neighbours)
         f.write(f"{_cell(text)}\t{gold}\t{p.label}\t{p.score:.4f}\t{_cell(evidence)}\n")
-  return {"accuracy": float(correct.mean()), "num_eval": len(queries.texts), "num_pool": len(model.index)}
+  return {"accuracy": float(correct.mean()), "num_eval": len(queries.texts), "num_pool": len(model)}
 
 
 def _cell(text: str) -> str:

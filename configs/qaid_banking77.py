@@ -1,0 +1,12 @@
+"""QAID on banking77; shots: configs/qaid_banking77.py:5 (default) | :10 | :full.
+
+  python -m fewshot_nlu.main --config=configs/qaid_banking77.py --workdir=runs/qaid_banking77
+  python -m fewshot_nlu.predict --model runs/qaid_banking77/export "your utterance"
+See configs/qaid_base.py for the hyper-parameters and the ablations.
+"""
+
+from configs import qaid_base
+
+
+def get_config(shots: str = "5"):
+  return qaid_base.get_config("banking77", shots)

@@ -1,0 +1,406 @@
+"""QAID (Yehudai et al., 2023): few-shot intent detection as question-answering retrieval, intent names as answers.
+
+Representation (§2.1): z(u) = normalize(Proj(Enc(u))), every token projected to D_P = ``qaid.projection_dim``
+(128) by a linear layer; relevance = Eq. (1)'s late interaction (``late_interaction.maxsim_scores``). Queries
+are truncated at m = ``qaid.query_length`` (32) tokens; intent names at ``qaid.answer_length`` and padded to
+the longest in the batch's length bucket.
+
+Augmentation (§2.1, §3.2): two views of every text, each with BERT's 80/10/10 token masking
+(``data.masking``, ``qaid.mask_rate`` = 0.15) and encoder dropout (the model's own 10%).
+
+Stages (``qaid.stage``):
+  * ``pretrain`` (§2.2.1): the train and valid utterances of ``qaid.pretrain_datasets`` (test sets excluded),
+    batches of n queries -> 2n views; L^PT = L^self (Eq. 2, tau = 0.07) + lambda * L^mlm (lambda =
+    ``qaid.mlm_weight``, 0.1). Exports encoder + MLM head + projection, loadable as ``model.name`` by the
+    fine-tuning stage.
+  * ``finetune`` (§2.2.2): n few-shot examples per batch -> two query views + two intent-name views = 4n;
+    L^FT = L^sup (Eq. 3 over the 4n views, positives = same intent) + lambda_class * L^class +
+    lambda_mlm * L^mlm (0.1, 0.05). Batch 32, 10 epochs, lr 1e-5. Then the intent names are indexed and the
+    eval split is answered by retrieval (``qaid_model.QAIDModel``); predictions.tsv shows the top names with
+    their scores; ``export/`` is the ready-to-use model (``python -m fewshot_nlu.predict --model .../export``).
+
+Ablations (Table 3) as config switches: ``qaid.loss`` = ``npairs`` (one positive, the intent name) or
+``triplet`` (the ColBERT baseline: ``qaid.triplets_per_query`` (query, name, BM25-hard negative name) triplets
+per query, ColBERT's pairwise softmax loss); ``qaid.similarity = "cosine"`` (pooled vector instead of late
+interaction); ``qaid.augment = False`` (no masking, no dropout); w/o pre-training = fine-tune from the
+untouched checkpoint (``model.name`` not a pre-training export).
+
+Intent names: the label strings with underscores as spaces, or ``qaid.intent_descriptions`` (a
+``label<TAB>description`` file). Unspecified by the paper, chosen here and said where made: the
+classification loss is a linear layer on the pooled encoder output of the query views with softmax
+cross-entropy (CPFT's head, which QAID inherits); the MLM loss covers the masked tokens of all views.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pathlib
+import time
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from fewshot_nlu import config_checks, late_interaction
+from fewshot_nlu.bm25 import BM25
+from fewshot_nlu.data import batching, masking
+from fewshot_nlu.data.stream import EpochStream
+from fewshot_nlu.encoders import pooling, pretrained, transformer
+from fewshot_nlu.heads import mlm as mlm_head
+from fewshot_nlu.heads import projection as projection_head
+from fewshot_nlu.losses.supcon import npairs_loss, pairwise_softmax_loss, supcon_loss
+from fewshot_nlu.methods import common
+from fewshot_nlu.qaid_model import QAIDModel, intent_name, read_intent_descriptions
+from fewshot_nlu.train.metrics import MetricWriter
+
+log = logging.getLogger(__name__)
+
+STAGES = ("pretrain", "finetune")
+LOSSES = ("supcon", "npairs", "triplet")
+MARKER = "qaid_pretrain.json"
+
+
+# ---------------------------------------------------------------------------------------------- config
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  config_checks.require_choice(config, "qaid.stage", STAGES)
+  config_checks.require_choice(config, "qaid.loss", LOSSES)
+  config_checks.require_choice(config, "qaid.similarity", late_interaction.SIMILARITIES)
+  config_checks.require_positive(config, "qaid.projection_dim", "qaid.query_length", "qaid.answer_length",
+                                 "qaid.temperature", "qaid.triplets_per_query")
+  config_checks.require_fraction(config, "qaid.mask_rate")
+  for field in ("qaid.mlm_weight", "qaid.class_weight"):
+    if config_checks.get(config, field) < 0:
+      raise config_checks.ConfigError(f"config.{field}: {config_checks.get(config, field)} must be >= 0")
+  if config.qaid.stage == "pretrain":
+    common.validate_training(config)
+    if config.qaid.loss != "supcon":
+      raise config_checks.ConfigError(f"config.qaid.loss: {config.qaid.loss!r}; pre-training uses Eq. (2), "
+                                      "i.e. 'supcon' with each query its own class")
+    if "test" in config.qaid.pretrain_splits:
+      raise config_checks.ConfigError("config.qaid.pretrain_splits: the test sets are excluded (§3.2)")
+    for dataset in config.qaid.pretrain_datasets:
+      common.prepared_builder(_dataset_config(config, dataset, config.qaid.pretrain_splits))
+    return
+  builder = common.validate_common(config)
+  if config.qaid.intent_descriptions:
+    path = pathlib.Path(config.qaid.intent_descriptions).expanduser()
+    if not path.is_file():
+      raise config_checks.ConfigError(f"config.qaid.intent_descriptions: {str(path)!r} is not a file")
+  del builder
+
+
+def _dataset_config(config, dataset: str, splits) -> ml_collections.ConfigDict:
+  """``config`` reading ``dataset`` from ``data.dir`` with ``splits`` as its train/eval splits."""
+  cfg = ml_collections.ConfigDict(config.to_dict())
+  cfg.data.builder, cfg.data.raw_dir = dataset, ""
+  cfg.data.train_split, cfg.data.eval_split = splits[0], splits[-1]
+  return cfg
+
+
+def pretraining_texts(config) -> list[str]:
+  """The unique utterances of ``qaid.pretrain_splits`` of every ``qaid.pretrain_datasets`` (test excluded)."""
+  texts = []
+  for dataset in config.qaid.pretrain_datasets:
+    cfg = _dataset_config(config, dataset, config.qaid.pretrain_splits)
+    builder = common.prepared_builder(cfg)
+    for split in config.qaid.pretrain_splits:
+      texts += common.read_split(cfg, split, builder).texts
+  return list(dict.fromkeys(t for t in texts if t.strip()))
+
+
+# ----------------------------------------------------------------------------------------------- params
+
+def init_params(model: pretrained.Pretrained, config, num_intents: int) -> tuple[dict, dict, dict]:
+  """(params, logical axes, notes): the encoder, the projection (from a QAID pre-training export if
+  ``model.name`` is one, else fresh), the MLM head (from the checkpoint, else fresh — noted), and for
+  fine-tuning with lambda_class > 0 a fresh linear intent classifier."""
+  rng = jax.random.key(config.seed)
+  notes = {}
+  projection = projection_head.load(model.directory, file=late_interaction.PROJECTION_FILE)
+  if projection is None or projection["kernel"].shape != (model.config.hidden_size, config.qaid.projection_dim):
+    projection = jax.device_get(projection_head.init(jax.random.fold_in(rng, 1), model.config.hidden_size,
+                                                     config.qaid.projection_dim))
+    notes["projection"] = "initialised (the checkpoint has no QAID projection of this size)"
+  else:
+    notes["projection"] = f"from {model.directory}"
+  params = {"encoder": model.params, "projection": projection}
+  axes = {"encoder": transformer.logical_axes(model.config), "projection": projection_head.logical_axes()}
+  if config.qaid.mlm_weight > 0:
+    head, found = mlm_head.from_checkpoint(model.heads, model.config, jax.random.fold_in(rng, 2))
+    notes["mlm_head"] = f"from {model.directory}" if found else (
+        "initialised: the checkpoint has no MLM head (cls.predictions.* / lm_head.*)")
+    if not found:
+      log.warning("%s has no MLM head; QAID's MLM loss trains a freshly initialised one", model.source)
+    params["mlm"], axes["mlm"] = jax.device_get(head), mlm_head.logical_axes()
+  if config.qaid.stage == "finetune" and config.qaid.class_weight > 0:
+    params["classifier"] = jax.device_get(projection_head.init(jax.random.fold_in(rng, 3),
+                                                               model.config.hidden_size, num_intents))
+    axes["classifier"] = projection_head.logical_axes()
+  return params, axes, notes
+
+
+def export_heads(params, cfg: transformer.EncoderConfig, heads: dict) -> dict:
+  """The checkpoint's other heads, with the trained MLM head (if any) in place of its own."""
+  heads = {k: v for k, v in heads.items() if not k.startswith(("cls.predictions", "lm_head"))}
+  if "mlm" in params:
+    heads.update(mlm_head.to_checkpoint(params["mlm"], cfg,
+                                        params["encoder"]["embeddings"]["word_embeddings"]["embedding"]))
+  return heads
+
+
+# ------------------------------------------------------------------------------------------------- loss
+
+def make_loss_fn(cfg: transformer.EncoderConfig, tokenizer, config):
+  q = config.qaid
+  module = transformer.TransformerEncoder(cfg, common.DTYPES[config.model.dtype])
+  special = tuple(i for i in (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id) if i is not None)
+  if q.augment or q.mlm_weight > 0:
+    if tokenizer.mask_id is None:
+      raise config_checks.ConfigError("config.qaid.augment: the tokenizer has no mask token ([MASK] / <mask>)")
+  pool = pooling.get_pooler(config.model.pooling)
+
+  def encode(params, ids, mask, rng, *, augment):
+    """(z, z mask, hidden, Masked or None) of one augmented view of each row."""
+    mask_rng, dropout_rng = jax.random.split(rng)
+    masked = None
+    if augment or q.mlm_weight > 0:
+      masked = masking.bert_mask(mask_rng, ids, mask, mask_id=tokenizer.mask_id, vocab_size=cfg.vocab_size,
+                                 special_ids=special, rate=q.mask_rate)
+    inputs = masked.input_ids if augment else ids
+    hidden = module.apply({"params": params["encoder"]}, inputs, mask, deterministic=not augment,
+                          rngs={"dropout": dropout_rng})
+    z, z_mask = late_interaction.represent(params["projection"], hidden, mask, q.similarity, config.model.pooling)
+    return z, z_mask, hidden, masked if augment else None
+
+  def mlm_term(params, ids, mask, views, rng):
+    """MLM over the masked tokens of the views (or, without augmentation, of one extra masked pass)."""
+    if q.mlm_weight <= 0:
+      return jnp.zeros(())
+    embeddings = params["encoder"]["embeddings"]["word_embeddings"]["embedding"]
+    if views is None:
+      masked = masking.bert_mask(rng, ids, mask, mask_id=tokenizer.mask_id, vocab_size=cfg.vocab_size,
+                                 special_ids=special, rate=q.mask_rate)
+      hidden = module.apply({"params": params["encoder"]}, masked.input_ids, mask, deterministic=True)
+      views = [(hidden, masked)]
+    losses = [mlm_head.mlm_loss(params["mlm"], h, m, embeddings, cfg) for h, m in views]
+    return sum(losses) / len(losses)
+
+  def two_views(params, ids, mask, rng):
+    """Both views of each row stacked ([2B, ...]) in one encoder pass."""
+    ids2, mask2 = jnp.concatenate([ids, ids]), jnp.concatenate([mask, mask])
+    z, z_mask, hidden, masked = encode(params, ids2, mask2, rng, augment=q.augment)
+    return z, z_mask, hidden, masked, mask2
+
+  def pad_to(x, length):
+    return jnp.pad(x, [(0, 0), (0, length - x.shape[1])] + [(0, 0)] * (x.ndim - 2))
+
+  def pretrain_loss(params, batch, rng):
+    view_rng, mlm_rng = jax.random.split(rng)
+    z, z_mask, hidden, masked, _ = two_views(params, batch["ids"], batch["mask"], view_rng)
+    n = batch["ids"].shape[0]
+    labels = jnp.concatenate([jnp.arange(n), jnp.arange(n)])
+    valid = jnp.concatenate([batch["valid"], batch["valid"]])
+    scores = late_interaction.maxsim_scores(z, z_mask, z, z_mask, chunk=q.score_chunk or None)
+    contrastive = supcon_loss(scores, labels, valid, temperature=q.temperature)
+    mlm = mlm_term(params, batch["ids"], batch["mask"], None if masked is None else [(hidden, masked)], mlm_rng)
+    return contrastive + q.mlm_weight * mlm, {"contrastive": contrastive, "mlm": mlm}
+
+  def classification_term(params, hidden, mask, labels, valid):
+    if "classifier" not in params:
+      return jnp.zeros(())
+    logits = projection_head.linear(params["classifier"], pool(hidden, mask))
+    nll = -jnp.take_along_axis(jax.nn.log_softmax(logits), jnp.maximum(labels, 0)[:, None], axis=-1)[:, 0]
+    valid = valid.astype(jnp.float32)
+    return jnp.sum(nll * valid) / jnp.maximum(jnp.sum(valid), 1.0)
+
+  def finetune_loss(params, batch, rng):
+    q_rng, a_rng, mlm_rng = jax.random.split(rng, 3)
+    zq, mq, hq, masked_q, qmask = two_views(params, batch["query_ids"], batch["query_mask"], q_rng)
+    za, ma, ha, masked_a, _ = two_views(params, batch["answer_ids"], batch["answer_mask"], a_rng)
+    length = max(zq.shape[1], za.shape[1])
+    z = jnp.concatenate([pad_to(zq, length), pad_to(za, length)])
+    z_mask = jnp.concatenate([pad_to(mq, length), pad_to(ma, length)])
+    label = jnp.where(batch["valid"], batch["label"], -1)
+    labels = jnp.concatenate([label] * 4)  # [q view 1, q view 2, name view 1, name view 2]
+    valid = labels >= 0
+    n = batch["query_ids"].shape[0]
+    scores = late_interaction.maxsim_scores(z, z_mask, z, z_mask, chunk=q.score_chunk or None)
+    if q.loss == "supcon":
+      contrastive = supcon_loss(scores, labels, valid, temperature=q.temperature)
+    else:  # npairs: query view v of row i (index t = v n + i) -> name view v of row i (index 2n + t)
+      partner = jnp.concatenate([jnp.arange(2 * n) + 2 * n, jnp.zeros(2 * n, jnp.int32)])  # names: no anchor
+      anchors = jnp.concatenate([jnp.ones(2 * n, bool), jnp.zeros(2 * n, bool)])
+      contrastive = npairs_loss(scores, labels, partner, anchors, temperature=q.temperature)
+    # MLM over the masked tokens of all 4n views; without augmentation, over one extra masked pass of the queries.
+    views = None if masked_q is None else [(hq, masked_q), (ha, masked_a)]
+    mlm = mlm_term(params, batch["query_ids"], batch["query_mask"], views, mlm_rng)
+    classification = classification_term(params, hq, qmask, labels[: 2 * n], valid[: 2 * n])
+    loss = contrastive + q.class_weight * classification + q.mlm_weight * mlm
+    return loss, {"contrastive": contrastive, "classification": classification, "mlm": mlm}
+
+  def triplet_loss(params, batch, rng):
+    q_rng, p_rng, n_rng = jax.random.split(rng, 3)
+    zq, mq, _, _ = encode(params, batch["query_ids"], batch["query_mask"], q_rng, augment=q.augment)
+    zp, mp, _, _ = encode(params, batch["positive_ids"], batch["positive_mask"], p_rng, augment=q.augment)
+    zn, mn, _, _ = encode(params, batch["negative_ids"], batch["negative_mask"], n_rng, augment=q.augment)
+    positive = late_interaction.maxsim_pairs(zq, mq, zp, mp)
+    negative = late_interaction.maxsim_pairs(zq, mq, zn, mn)
+    loss = pairwise_softmax_loss(positive, negative, batch["valid"])
+    return loss, {"contrastive": loss}
+
+  if q.stage == "pretrain":
+    return pretrain_loss
+  return triplet_loss if q.loss == "triplet" else finetune_loss
+
+
+# ---------------------------------------------------------------------------------------------- batches
+
+def _padded(token_lists, buckets, pad_id, batch_size):
+  out = batching.pad_token_ids(token_lists, batching.bucket_for(max(map(len, token_lists)), buckets), pad_id,
+                               batch_size)
+  return out["input_ids"], out["attention_mask"]
+
+
+def text_stream(texts, tokenizer, config, host_batch: int) -> EpochStream:
+  """Pre-training batches: ``ids``/``mask`` of n queries (length-bucketed) and ``valid``."""
+  token_ids = tokenizer.encode(texts, config.qaid.query_length)
+  buckets = batching.length_buckets(config.qaid.query_length)
+
+  def make_batch(indices, epoch, batch_size):
+    ids, mask = _padded([token_ids[i] for i in indices], buckets, tokenizer.pad_id, batch_size)
+    return {"ids": ids, "mask": mask, "valid": np.arange(batch_size) < len(indices)}
+
+  return EpochStream(len(texts), host_batch, make_batch, seed=config.seed + jax.process_index())
+
+
+def example_stream(texts, label_ids: np.ndarray, answers: list[str], tokenizer, config, host_batch: int
+                   ) -> EpochStream:
+  """Fine-tuning batches: each example's query and its intent's answer, label id and ``valid``."""
+  query_ids = tokenizer.encode(texts, config.qaid.query_length)
+  answer_ids = tokenizer.encode(answers, config.qaid.answer_length)
+  q_buckets = batching.length_buckets(config.qaid.query_length)
+  a_buckets = batching.length_buckets(config.qaid.answer_length)
+
+  def make_batch(indices, epoch, batch_size):
+    qi, qm = _padded([query_ids[i] for i in indices], q_buckets, tokenizer.pad_id, batch_size)
+    ai, am = _padded([answer_ids[label_ids[i]] for i in indices], a_buckets, tokenizer.pad_id, batch_size)
+    label = np.full(batch_size, -1, np.int32)
+    label[: len(indices)] = label_ids[np.asarray(indices)]
+    return {"query_ids": qi, "query_mask": qm, "answer_ids": ai, "answer_mask": am, "label": label,
+            "valid": np.arange(batch_size) < len(indices)}
+
+  return EpochStream(len(texts), host_batch, make_batch, seed=config.seed)
+
+
+def triplet_stream(texts, label_ids: np.ndarray, answers: list[str], tokenizer, config, host_batch: int
+                   ) -> EpochStream:
+  """ColBERT baseline batches: ``qaid.triplets_per_query`` (query, its answer, a BM25-hard negative answer)
+  triplets per training query (negatives: the highest-BM25 wrong answers, §3.3.1)."""
+  bm25 = BM25(answers)
+  per_query = config.qaid.triplets_per_query
+  queries, negatives = [], []
+  for i, text in enumerate(texts):
+    queries += [i] * per_query
+    negatives += bm25.hard_negatives(text, int(label_ids[i]), per_query)
+  queries, negatives = np.array(queries), np.array(negatives)
+  query_ids = tokenizer.encode(texts, config.qaid.query_length)
+  answer_ids = tokenizer.encode(answers, config.qaid.answer_length)
+  q_buckets = batching.length_buckets(config.qaid.query_length)
+  a_buckets = batching.length_buckets(config.qaid.answer_length)
+
+  def make_batch(indices, epoch, batch_size):
+    qi, qm = _padded([query_ids[queries[i]] for i in indices], q_buckets, tokenizer.pad_id, batch_size)
+    pi, pm = _padded([answer_ids[label_ids[queries[i]]] for i in indices], a_buckets, tokenizer.pad_id,
+                     batch_size)
+    ni, nm = _padded([answer_ids[negatives[i]] for i in indices], a_buckets, tokenizer.pad_id, batch_size)
+    return {"query_ids": qi, "query_mask": qm, "positive_ids": pi, "positive_mask": pm, "negative_ids": ni,
+            "negative_mask": nm, "valid": np.arange(batch_size) < len(indices)}
+
+  return EpochStream(len(queries), host_batch, make_batch, seed=config.seed)
+
+
+# ------------------------------------------------------------------------------------------------- run
+
+def intent_answers(config, labels: list[str]) -> list[str]:
+  """The answer text of every label: ``qaid.intent_descriptions`` where given, else ``intent_name``."""
+  descriptions = {}
+  if config.qaid.intent_descriptions:
+    path = pathlib.Path(config.qaid.intent_descriptions).expanduser()
+    descriptions = read_intent_descriptions(path)
+    unknown = sorted(set(descriptions) - set(labels))
+    if unknown:
+      log.warning("%s describes %d labels the data does not have: %s", path, len(unknown), unknown[:5])
+  return [descriptions.get(l, intent_name(l)) for l in labels]
+
+
+def _total_steps(config, stream: EpochStream) -> int:
+  steps = stream.total_steps(config.train.epochs)
+  return min(steps, config.train.max_steps) if config.train.get("max_steps", 0) else steps
+
+
+def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
+  model = pretrained.load_pretrained(config.model.name)
+  for field in ("qaid.query_length", "qaid.answer_length"):
+    if config_checks.get(config, field) > model.config.max_length:
+      raise config_checks.ConfigError(f"config.{field}: {config_checks.get(config, field)} exceeds the model's "
+                                      f"{model.config.max_length} positions")
+  mesh, host_batch = common.mesh_and_host_batch(config)
+  writer = MetricWriter(workdir)
+  tok = model.tokenizer
+  if config.qaid.stage == "pretrain":
+    texts = pretraining_texts(config)
+    log.info("QAID pre-training on %d utterances of %s", len(texts), "+".join(config.qaid.pretrain_datasets))
+    stream, labels, answers = text_stream(texts, tok, config, host_batch), [], []
+    results = {"utterances": len(texts)}
+  else:
+    train_split, eval_split = common.read_splits(config)
+    common.warn_unseen_labels(train_split, eval_split)
+    labels = train_split.label_names
+    answers = intent_answers(config, labels)
+    index = {l: i for i, l in enumerate(labels)}
+    label_ids = np.array([index[l] for l in train_split.labels], np.int32)
+    make = triplet_stream if config.qaid.loss == "triplet" else example_stream
+    stream = make(train_split.texts, label_ids, answers, tok, config, host_batch)
+    results = {"train_examples": len(train_split.texts), "intents": len(labels)}
+  params, axes, notes = init_params(model, config, len(labels))
+  start = time.perf_counter()
+  params, steps = common.train(config, workdir, params, axes, make_loss_fn(model.config, tok, config), stream,
+                               mesh, writer, total_steps=_total_steps(config, stream))
+  results.update(steps=steps, train_seconds=round(time.perf_counter() - start, 1), init=notes,
+                 batch_size=config.train.batch_size)
+  heads = export_heads(params, model.config, model.heads)
+  export = workdir / "export"
+  if config.qaid.stage == "pretrain":
+    if jax.process_index() == 0:
+      pretrained.save_pretrained(export, model.config, params["encoder"], tok, heads)
+      projection_head.save(export, params["projection"], file=late_interaction.PROJECTION_FILE,
+                           activation="none")
+      (export / MARKER).write_text(json.dumps({"base_model": config.model.name, "steps": steps,
+                                               "utterances": results["utterances"]}, indent=1) + "\n")
+  else:
+    qaid = QAIDModel(model.config, params["encoder"], tok, params["projection"],
+                     similarity=config.qaid.similarity, pooling_mode=config.model.pooling,
+                     query_length=config.qaid.query_length, answer_length=config.qaid.answer_length,
+                     match=config.qaid.match, batch_size=config.eval.batch_size,
+                     dtype=common.DTYPES[config.model.dtype])
+    qaid.add_answers(labels, answers)
+    if config.qaid.match == "qq+qa":
+      qaid.add_examples(train_split.texts, train_split.labels)
+    start = time.perf_counter()
+    results.update(common.evaluate_intent_model(qaid, eval_split, workdir))
+    results["eval_seconds"] = round(time.perf_counter() - start, 1)
+    if jax.process_index() == 0:
+      qaid.save(export, encoder_heads=heads)
+    results.update(dataset=config.data.builder, train_split=config.data.train_split,
+                   eval_split=config.data.eval_split, loss=config.qaid.loss, similarity=config.qaid.similarity,
+                   augment=config.qaid.augment, match=config.qaid.match)
+    writer.write(steps, {"accuracy": results["accuracy"]}, prefix="eval/")
+  writer.close()
+  results.update(method=config.method, stage=config.qaid.stage, model=config.model.name)
+  if jax.process_index() == 0:
+    (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+  log.info("results: %s", {k: v for k, v in results.items() if k != "init"})
+  return results

@@ -1,0 +1,263 @@
+"""QAID inference (§2.2.2 "Indexing and Inference"): intent detection as retrieval of intent names.
+
+The intent names (the answers) are encoded once into token matrices z(a) = normalize(Proj(Enc(a))) and kept;
+a query is encoded to z(q) (at most ``query_length`` = m = 32 tokens) and scored against every answer with
+Eq. (1)'s late interaction, Score(q, a); the prediction is the best answer's intent, and the top answers with
+their scores are the explanation.
+
+  * exact (default): every answer is scored, in one jitted ``maxsim_scores`` per query batch (chunked over
+    the answers). This is the paper's "full retrieval option" and what label-set sizes need.
+  * approximate candidate stage, for very large answer sets (more than ``candidate_threshold`` rows): every
+    answer TOKEN vector goes into ``index.Index`` (exact or ScaNN, by size); each query token retrieves its
+    ``candidate_tokens`` nearest answer tokens, the answers owning them are the candidates, and only those are
+    scored exactly (ColBERT's end-to-end retrieval, Khattab & Zaharia 2020 §3.6). The paper uses a Faiss
+    IVF-SQ index the same way.
+  * ``match="qq+qa"`` (§4.1, "Match-QQ and Match-QA in the inference stage"): labelled example queries
+    (``add_examples``) are scored beside the answers and the best row of either kind decides.
+
+New intents need no retraining: ``add_answers`` (or ``add_examples`` with a new label) makes them
+predictable. ``save``/``load`` write one folder: the encoder in Hugging Face layout (with its MLM head),
+``late_interaction_projection.safetensors``, ``rows.jsonl`` (answers and example queries) and ``qaid.json``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import pathlib
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tqdm
+
+from fewshot_nlu import late_interaction
+from fewshot_nlu.data import batching
+from fewshot_nlu.encoders import pretrained, transformer
+from fewshot_nlu.encoders.tokenizer import Tokenizer
+from fewshot_nlu.heads import projection as projection_head
+from fewshot_nlu.index import Index
+from fewshot_nlu.intent_model import Neighbour, Prediction
+
+META_FILE = "qaid.json"
+ROWS_FILE = "rows.jsonl"
+MATCHES = ("qa", "qq+qa")
+
+
+def intent_name(label: str) -> str:
+  """The answer text of an intent label (§2.2.2: the intent name): underscores become spaces."""
+  return " ".join(label.replace("_", " ").split())
+
+
+def read_intent_descriptions(path: str | pathlib.Path) -> dict[str, str]:
+  """A user's answer texts: one ``label<TAB>description`` line per intent (blank lines skipped)."""
+  path = pathlib.Path(path)
+  out: dict[str, str] = {}
+  with open(path, encoding="utf-8") as f:
+    for number, line in enumerate(f, 1):
+      line = line.rstrip("\n")
+      if not line.strip():
+        continue
+      fields = line.split("\t")
+      if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
+        raise ValueError(f"{path}, line {number}: expected 'label<TAB>description', got {line!r}")
+      if fields[0] in out:
+        raise ValueError(f"{path}, line {number}: label {fields[0]!r} is described twice")
+      out[fields[0]] = fields[1].strip()
+  return out
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "dtype", "similarity", "pool"))
+def represent_batch(params, projection, input_ids, attention_mask, *, cfg, dtype, similarity: str, pool: str):
+  """One jitted forward + ``late_interaction.represent``: (vectors, mask) of a padded batch."""
+  hidden = transformer.encoder_for(cfg, params, dtype).apply({"params": params}, input_ids, attention_mask)
+  return late_interaction.represent(projection, hidden, attention_mask, similarity, pool)
+
+
+_scores = jax.jit(late_interaction.maxsim_scores, static_argnames=("chunk",))
+
+
+class QAIDModel:
+
+  def __init__(self, cfg: transformer.EncoderConfig, params, tokenizer: Tokenizer, projection: dict, *,
+               similarity: str = "late_interaction", pooling_mode: str = "mean", query_length: int = 32,
+               answer_length: int = 32, match: str = "qa", batch_size: int = 32, dtype=jnp.float32,
+               candidate_threshold: int = 4096, candidate_tokens: int = 64, score_chunk: int = 1024):
+    if similarity not in late_interaction.SIMILARITIES:
+      raise ValueError(f"similarity {similarity!r} unknown; choose one of {late_interaction.SIMILARITIES}")
+    if match not in MATCHES:
+      raise ValueError(f"match {match!r} unknown; choose one of {MATCHES}")
+    for name, length in (("query_length", query_length), ("answer_length", answer_length)):
+      if not 2 <= length <= cfg.max_length:
+        raise ValueError(f"{name}={length} must be in [2, {cfg.max_length}] (the model's positions)")
+    self.cfg, self.tokenizer = cfg, tokenizer
+    self.params, self.projection = jax.device_put(params), jax.device_put(dict(projection))
+    self.similarity, self.pooling_mode, self.match = similarity, pooling_mode, match
+    self.query_length, self.answer_length = query_length, answer_length
+    self.batch_size, self.dtype = batch_size, dtype
+    self.candidate_threshold, self.candidate_tokens, self.score_chunk = (
+        candidate_threshold, candidate_tokens, score_chunk)
+    self.rows: list[dict] = []  # {"kind": "answer" | "query", "label": ..., "text": ...}
+    self.row_vectors = np.zeros((0, 1, int(self.projection["kernel"].shape[1])), np.float32)
+    self.row_mask = np.zeros((0, 1), np.int32)
+    self._token_index: Index | None = None
+
+  # ---------------------------------------------------------------------------------------- encoding
+
+  def represent(self, texts: Sequence[str], max_length: int, *, show_progress: bool = False
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(vectors [N, L, D_P], mask [N, L]) of ``texts`` truncated at ``max_length`` tokens, L = the longest."""
+    token_ids = self.tokenizer.encode(texts, max_length)
+    order = np.argsort([-len(t) for t in token_ids], kind="stable")
+    buckets = batching.length_buckets(max_length, batching.INFERENCE_BUCKETS)
+    width = 1 if self.similarity == "cosine" else max((len(t) for t in token_ids), default=1)
+    vectors = np.zeros((len(texts), width, self.row_vectors.shape[-1]), np.float32)
+    mask = np.zeros((len(texts), width), np.int32)
+    for start in tqdm.tqdm(range(0, len(order), self.batch_size), desc="encode", unit="batch",
+                           disable=not show_progress):
+      idx = order[start : start + self.batch_size]
+      chunk = [token_ids[i] for i in idx]
+      length = batching.bucket_for(max(len(t) for t in chunk), buckets)
+      batch = batching.pad_token_ids(chunk, length, self.tokenizer.pad_id, self.batch_size)
+      z, m = represent_batch(self.params, self.projection, batch["input_ids"], batch["attention_mask"],
+                             cfg=self.cfg, dtype=self.dtype, similarity=self.similarity, pool=self.pooling_mode)
+      z, m = np.asarray(z)[: len(idx)], np.asarray(m)[: len(idx)]
+      cut = min(width, z.shape[1])
+      vectors[idx, :cut], mask[idx, :cut] = z[:, :cut], m[:, :cut]
+    return vectors, mask
+
+  # ------------------------------------------------------------------------------------------- rows
+
+  def _add_rows(self, rows: list[dict], show_progress: bool = False) -> None:
+    if not rows:
+      return
+    vectors, mask = self.represent([r["text"] for r in rows], self.answer_length, show_progress=show_progress)
+    width = max(vectors.shape[1], self.row_vectors.shape[1])
+    pad = lambda a, w: np.pad(a, [(0, 0), (0, w - a.shape[1])] + [(0, 0)] * (a.ndim - 2))  # noqa: E731
+    self.row_vectors = np.concatenate([pad(self.row_vectors, width), pad(vectors, width)])
+    self.row_mask = np.concatenate([pad(self.row_mask, width), pad(mask, width)])
+    self.rows.extend(rows)
+    self._token_index = None
+
+  @property
+  def labels(self) -> list[str]:
+    """The intents that have an answer, in the order they were added."""
+    return [r["label"] for r in self.rows if r["kind"] == "answer"]
+
+  def add_answers(self, labels: Sequence[str], names: Sequence[str] | None = None, *,
+                  show_progress: bool = False) -> None:
+    """Indexes an answer per intent (``names``, default ``intent_name(label)``); a label that already has one
+    is an error."""
+    names = [intent_name(l) for l in labels] if names is None else list(names)
+    if len(names) != len(labels):
+      raise ValueError(f"{len(labels)} labels but {len(names)} names")
+    known = set(self.labels)
+    repeated = sorted({l for l in labels if l in known} | {l for l in labels if list(labels).count(l) > 1})
+    if repeated:
+      raise ValueError(f"intents already answered: {repeated[:5]}")
+    self._add_rows([{"kind": "answer", "label": l, "text": n} for l, n in zip(labels, names)], show_progress)
+
+  def add_examples(self, texts: Sequence[str], labels: Sequence[str], *, show_progress: bool = False) -> None:
+    """Indexes labelled example queries (scored under ``match="qq+qa"``); an unseen label also gets its
+    answer (its intent name), so new intents become predictable without retraining."""
+    if len(texts) != len(labels):
+      raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
+    new = list(dict.fromkeys(l for l in labels if l not in set(self.labels)))
+    self.add_answers(new, show_progress=show_progress)
+    self._add_rows([{"kind": "query", "label": l, "text": t} for t, l in zip(texts, labels)], show_progress)
+
+  def __len__(self) -> int:
+    return len(self.rows)
+
+  # ---------------------------------------------------------------------------------------- scoring
+
+  def _scored_rows(self) -> np.ndarray:
+    kinds = np.array([r["kind"] for r in self.rows])
+    return np.arange(len(self.rows)) if self.match == "qq+qa" else np.flatnonzero(kinds == "answer")
+
+  def _exact(self, z, m, rows):
+    chunk = self.score_chunk if len(rows) > self.score_chunk else None
+    return np.asarray(_scores(z, m, self.row_vectors[rows], self.row_mask[rows], chunk=chunk))
+
+  def _approximate(self, z, m, rows):
+    """Scores only the candidate rows that the query tokens' nearest answer tokens point at; -inf elsewhere."""
+    if self._token_index is None:
+      owner = np.repeat(np.arange(len(rows)), self.row_mask[rows].sum(axis=1))
+      tokens = self.row_vectors[rows][self.row_mask[rows].astype(bool)]
+      self._token_index = Index.build(tokens, [{"row": int(r)} for r in owner], metric="dot")
+    out = np.full((len(z), len(rows)), -np.inf, np.float32)
+    depth = min(self.candidate_tokens, len(self._token_index))
+    for i in range(len(z)):
+      query_tokens = z[i][m[i].astype(bool)]
+      if not len(query_tokens):
+        continue
+      hits = self._token_index.query(query_tokens, depth)
+      candidates = np.array(sorted({h.payload["row"] for token_hits in hits for h in token_hits}))
+      out[i, candidates] = self._exact(z[i : i + 1], m[i : i + 1], rows[candidates])[0]
+    return out
+
+  def scores(self, texts: Sequence[str], *, show_progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(Score(q, row) [len(texts), R], the scored row ids [R]): every scored row, or (above
+    ``candidate_threshold`` rows) the approximate candidates with -inf for the rest."""
+    rows = self._scored_rows()
+    if not len(rows):
+      raise ValueError("the model has no intent names to retrieve; add_answers() first")
+    z, m = self.represent(texts, self.query_length, show_progress=show_progress)
+    approximate = len(rows) > self.candidate_threshold
+    out = []
+    for start in range(0, len(texts), self.batch_size):
+      piece = slice(start, start + self.batch_size)
+      out.append((self._approximate if approximate else self._exact)(z[piece], m[piece], rows))
+    return np.concatenate(out) if out else np.zeros((0, len(rows)), np.float32), rows
+
+  def predict(self, texts: Sequence[str], *, neighbours: int = 3, show_progress: bool = False
+              ) -> list[Prediction]:
+    """The best-scoring row's intent per text, with the ``neighbours`` best rows (intent names, and example
+    queries under qq+qa) and their late-interaction scores as the explanation."""
+    scores, rows = self.scores(texts, show_progress=show_progress)
+    depth = min(max(neighbours, 1), len(rows))
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
+    out = []
+    for i, best in enumerate(top):
+      evidence = tuple(Neighbour(self.rows[rows[j]]["text"], self.rows[rows[j]]["label"], float(scores[i, j]))
+                       for j in best if np.isfinite(scores[i, j]))
+      out.append(Prediction(evidence[0].label, evidence[0].score, evidence[:neighbours]))
+    return out
+
+  # ---------------------------------------------------------------------------------------- storage
+
+  def save(self, directory: str | pathlib.Path, *, encoder_heads: dict | None = None) -> pathlib.Path:
+    directory = pathlib.Path(directory)
+    pretrained.save_pretrained(directory, self.cfg, self.params, self.tokenizer, encoder_heads)
+    projection_head.save(directory, self.projection, file=late_interaction.PROJECTION_FILE, activation="none")
+    self.save_rows(directory)
+    meta = {"similarity": self.similarity, "pooling": self.pooling_mode, "query_length": self.query_length,
+            "answer_length": self.answer_length, "match": self.match}
+    (directory / META_FILE).write_text(json.dumps(meta, indent=1) + "\n")
+    return directory
+
+  def save_rows(self, directory: str | pathlib.Path) -> None:
+    """Writes the answers and example queries (their text; vectors are recomputed on load)."""
+    with open(pathlib.Path(directory) / ROWS_FILE, "w", encoding="utf-8") as f:
+      for row in self.rows:
+        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+  @classmethod
+  def load(cls, directory: str | pathlib.Path, *, show_progress: bool = False, **kwargs) -> "QAIDModel":
+    directory = pathlib.Path(directory)
+    if not (directory / META_FILE).exists():
+      raise FileNotFoundError(f"{directory}: no {META_FILE}; is this the export/ folder of a QAID run?")
+    meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
+    projection = projection_head.load(directory, file=late_interaction.PROJECTION_FILE)
+    if projection is None:
+      raise FileNotFoundError(f"{directory}: no {late_interaction.PROJECTION_FILE}")
+    model = pretrained.load_pretrained(str(directory))
+    kwargs = {**{"match": meta["match"]}, **kwargs}
+    qaid = cls(model.config, model.params, model.tokenizer, projection, similarity=meta["similarity"],
+               pooling_mode=meta["pooling"], query_length=meta["query_length"],
+               answer_length=meta["answer_length"], **kwargs)
+    rows = [json.loads(line) for line in (directory / ROWS_FILE).read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    qaid._add_rows(rows, show_progress)
+    return qaid
