@@ -20,18 +20,9 @@ import sys
 
 
 def read_examples(path: pathlib.Path) -> tuple[list[str], list[str]]:
-  texts, labels = [], []
-  with open(path, encoding="utf-8") as f:
-    for number, line in enumerate(f, 1):
-      line = line.rstrip("\n")
-      if not line.strip():
-        continue
-      fields = line.split("\t")
-      if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
-        raise ValueError(f"{path}, line {number}: expected 'text<TAB>label', got {line!r}")
-      texts.append(fields[0])
-      labels.append(fields[1])
-  return texts, labels
+  from fewshot_nlu.data.tsv import read_two_columns
+  rows = read_two_columns(path, ("text", "label"))
+  return [r[0] for r in rows], [r[1] for r in rows]
 
 
 def load_model(directory: str):

@@ -33,7 +33,7 @@ import numpy as np
 import tqdm
 
 from fewshot_nlu import late_interaction
-from fewshot_nlu.data import batching
+from fewshot_nlu.data import batching, tsv
 from fewshot_nlu.encoders import pretrained, transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
 from fewshot_nlu.heads import projection as projection_head
@@ -52,19 +52,11 @@ def intent_name(label: str) -> str:
 
 def read_intent_descriptions(path: str | pathlib.Path) -> dict[str, str]:
   """A user's answer texts: one ``label<TAB>description`` line per intent (blank lines skipped)."""
-  path = pathlib.Path(path)
   out: dict[str, str] = {}
-  with open(path, encoding="utf-8") as f:
-    for number, line in enumerate(f, 1):
-      line = line.rstrip("\n")
-      if not line.strip():
-        continue
-      fields = line.split("\t")
-      if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
-        raise ValueError(f"{path}, line {number}: expected 'label<TAB>description', got {line!r}")
-      if fields[0] in out:
-        raise ValueError(f"{path}, line {number}: label {fields[0]!r} is described twice")
-      out[fields[0]] = fields[1].strip()
+  for label, description, number in tsv.read_two_columns(path, ("label", "description")):
+    if label in out:
+      raise ValueError(f"{path}, line {number}: label {label!r} is described twice")
+    out[label] = description.strip()
   return out
 
 
