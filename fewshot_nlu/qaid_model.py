@@ -110,8 +110,7 @@ class QAIDModel:
                            disable=not show_progress):
       idx = order[start : start + self.batch_size]
       chunk = [token_ids[i] for i in idx]
-      length = batching.bucket_for(max(len(t) for t in chunk), buckets)
-      batch = batching.pad_token_ids(chunk, length, self.tokenizer.pad_id, self.batch_size)
+      batch = batching.pad_to_bucket(chunk, buckets, self.tokenizer.pad_id, self.batch_size)
       z, m = represent_batch(self.params, self.projection, batch["input_ids"], batch["attention_mask"],
                              cfg=self.cfg, dtype=self.dtype, similarity=self.similarity, pool=self.pooling_mode)
       z, m = np.asarray(z)[: len(idx)], np.asarray(m)[: len(idx)]
@@ -186,7 +185,10 @@ class QAIDModel:
         continue
       hits = self._token_index.query(query_tokens, depth)
       candidates = np.array(sorted({h.payload["row"] for token_hits in hits for h in token_hits}))
-      out[i, candidates] = self._exact(z[i : i + 1], m[i : i + 1], rows[candidates])[0]
+      # Candidate sets vary in size: score a power-of-two count (repeating candidates) so that only
+      # log2(rows) programs compile, not one per size.
+      padded = np.resize(candidates, 1 << (len(candidates) - 1).bit_length())
+      out[i, candidates] = self._exact(z[i : i + 1], m[i : i + 1], rows[padded])[0][: len(candidates)]
     return out
 
   def scores(self, texts: Sequence[str], *, show_progress: bool = False) -> tuple[np.ndarray, np.ndarray]:

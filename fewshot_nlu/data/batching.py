@@ -51,6 +51,13 @@ def pad_token_ids(sequences: Sequence[Sequence[int]], length: int, pad_id: int,
   return {"input_ids": input_ids, "attention_mask": mask}
 
 
+def pad_to_bucket(sequences: Sequence[Sequence[int]], buckets: Sequence[int], pad_id: int,
+                  batch_size: int | None = None) -> dict[str, np.ndarray]:
+  """``pad_token_ids`` to the smallest of ``buckets`` that holds the longest sequence."""
+  return pad_token_ids(sequences, bucket_for(max((len(s) for s in sequences), default=1), buckets), pad_id,
+                       batch_size)
+
+
 def pad_in_length_groups(sequences: Sequence[Sequence[int]], groups: int, buckets: Sequence[int], pad_id: int,
                          batch_size: int) -> tuple[np.ndarray, list[dict[str, np.ndarray]]]:
   """Sorts ``sequences`` by length and cuts the batch into ``groups`` equal sub-batches of
@@ -67,20 +74,28 @@ def pad_in_length_groups(sequences: Sequence[Sequence[int]], groups: int, bucket
   order = np.argsort([len(s) for s in sequences], kind="stable")
   out = []
   for g in range(groups):
-    chunk = [sequences[i] for i in order[g * rows : (g + 1) * rows]]
-    length = bucket_for(max((len(s) for s in chunk), default=1), buckets)
-    out.append(pad_token_ids(chunk, length, pad_id, rows))
+    out.append(pad_to_bucket([sequences[i] for i in order[g * rows : (g + 1) * rows]], buckets, pad_id, rows))
   return order, out
 
 
-def pair_batcher(context_ids, response_ids, buckets: Sequence[int], pad_id: int):
-  """``make_batch(indices, epoch, batch_size)`` for an ``EpochStream`` over (context, response) pairs: each side
-  padded to the smallest bucket that fits its longest row -> ``{context,response}_{ids,mask}`` and ``valid``."""
+def padded_batcher(sides: dict[str, tuple[Sequence[Sequence[int]], Sequence[int]]], pad_id: int,
+                   fields: dict[str, np.ndarray] | None = None):
+  """``make_batch(indices, epoch, batch_size)`` for an ``EpochStream``: for each side ``name -> (token id lists,
+  buckets)``, the rows at ``indices`` padded to the smallest bucket that fits their longest -> ``<name>_ids`` /
+  ``<name>_mask``; each of ``fields`` (per-item arrays) at ``indices``, zero past them; and ``valid``."""
   def make_batch(indices, epoch, batch_size):
     batch = {"valid": np.arange(batch_size) < len(indices)}
-    for side, ids in (("context", context_ids), ("response", response_ids)):
-      chunk = [ids[i] for i in indices]
-      padded = pad_token_ids(chunk, bucket_for(max(map(len, chunk)), buckets), pad_id, batch_size)
+    for side, (ids, buckets) in sides.items():
+      padded = pad_to_bucket([ids[i] for i in indices], buckets, pad_id, batch_size)
       batch[f"{side}_ids"], batch[f"{side}_mask"] = padded["input_ids"], padded["attention_mask"]
+    for name, values in (fields or {}).items():
+      column = np.zeros((batch_size, *values.shape[1:]), values.dtype)
+      column[: len(indices)] = values[np.asarray(indices)]
+      batch[name] = column
     return batch
   return make_batch
+
+
+def pair_batcher(context_ids, response_ids, buckets: Sequence[int], pad_id: int):
+  """``padded_batcher`` over (context, response) pairs -> ``{context,response}_{ids,mask}`` and ``valid``."""
+  return padded_batcher({"context": (context_ids, buckets), "response": (response_ids, buckets)}, pad_id)

@@ -86,8 +86,7 @@ class SentenceEncoder:
     for start in tqdm.tqdm(starts, desc="encode", unit="batch", disable=not show_progress):
       idx = order[start : start + self.batch_size]
       chunk = [token_ids[i] for i in idx]
-      length = batching.bucket_for(max(len(t) for t in chunk), self.buckets)
-      batch = batching.pad_token_ids(chunk, length, self.tokenizer.pad_id, self.batch_size)
+      batch = batching.pad_to_bucket(chunk, self.buckets, self.tokenizer.pad_id, self.batch_size)
       # Synchronous on purpose: with 2 CPU cores, letting the host run ahead (async dispatch) competes with
       # XLA's compute threads and measured ~10% slower in bench/encode.py.
       vectors = encode_batch(self.params, batch["input_ids"], batch["attention_mask"], self.projection,

@@ -158,8 +158,11 @@ def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any,
           loss_fn: LossFn, stream: EpochStream, mesh, writer: MetricWriter, *, grads_fn: GradsFn | None = None,
           total_steps: int | None = None) -> tuple[Any, int]:
   """Runs the resumable training loop (``config.train.epochs`` of ``stream`` unless ``total_steps`` is
-  given); returns (trained params on host, total steps)."""
+  given, at most ``config.train.max_steps`` when the config has one > 0); returns (trained params on host,
+  total steps)."""
   total_steps = total_steps or stream.total_steps(config.train.epochs)
+  if config.train.get("max_steps", 0):
+    total_steps = min(total_steps, config.train.max_steps)
   training = build_training(params, logical_axes, loss_fn, total_steps, mesh, config, grads_fn)
   checkpointer = Checkpointer(workdir, config.train.save_every, config.train.keep_checkpoints)
   try:

@@ -154,11 +154,6 @@ def all_pairs(batch_size: int) -> tuple[np.ndarray, np.ndarray]:
 
 # --------------------------------------------------------------------------------------------- batches
 
-def _pad(token_lists, length, tokenizer, batch_size):
-  out = batching.pad_token_ids(token_lists, length, tokenizer.pad_id, batch_size)
-  return out["input_ids"], out["attention_mask"]
-
-
 def _valid(n: int, batch_size: int) -> np.ndarray:
   return np.arange(batch_size) < n
 
@@ -209,18 +204,10 @@ def paper_stream(texts, pairs: samplers.Pairs, tokenizer, config, host_batch: in
   token_ids = tokenizer.encode(texts, config.model.max_length)
   log.info("paper sampling: %d positive + %d negative pairs", pairs.positive.sum(), (~pairs.positive).sum())
   buckets = batching.length_buckets(config.model.max_length)
-
-  def make_batch(indices, epoch, batch_size):
-    first = [token_ids[i] for i in pairs.first[indices]]
-    second = [token_ids[i] for i in pairs.second[indices]]
-    first_ids, first_mask = _pad(first, batching.bucket_for(max(map(len, first)), buckets), tokenizer, batch_size)
-    second_ids, second_mask = _pad(second, batching.bucket_for(max(map(len, second)), buckets), tokenizer,
-                                   batch_size)
-    positive = np.zeros(batch_size, bool)
-    positive[: len(indices)] = pairs.positive[indices]
-    return {"first_ids": first_ids, "first_mask": first_mask, "second_ids": second_ids,
-            "second_mask": second_mask, "positive": positive, "valid": _valid(len(indices), batch_size)}
-
+  first = [token_ids[i] for i in pairs.first]
+  second = [token_ids[i] for i in pairs.second]
+  make_batch = batching.padded_batcher({"first": (first, buckets), "second": (second, buckets)},
+                                       tokenizer.pad_id, {"positive": pairs.positive})
   return EpochStream(len(pairs), host_batch, make_batch, seed=config.seed)
 
 

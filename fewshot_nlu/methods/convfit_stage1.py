@@ -116,12 +116,11 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
                        batching.pair_batcher(tok.encode(contexts, config.model.max_length),
                                     tok.encode(responses, config.model.max_length), buckets, tok.pad_id),
                        seed=config.seed + jax.process_index())
-  epoch_steps = stream.total_steps(config.train.epochs)
-  total = min(epoch_steps, config.train.max_steps) if config.train.max_steps else epoch_steps
   writer = MetricWriter(workdir)
   loss_fn, grads_fn = make_loss(model.config, config)
   params, steps = common.train(config, workdir, model.params, transformer.logical_axes(model.config), loss_fn,
-                               stream, mesh, writer, grads_fn=grads_fn, total_steps=total)
+                               stream, mesh, writer, grads_fn=grads_fn)
+  epoch_steps = stream.total_steps(config.train.epochs)
   results = {"pairs": len(contexts), "steps": steps, "epochs_run": round(steps / max(epoch_steps, 1)
                                                                            * config.train.epochs, 3)}
   if config.data.eval_split:

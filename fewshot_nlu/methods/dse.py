@@ -125,13 +125,11 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   second_ids = first_ids if config.dse.pairs == "dropout" else tok.encode(seconds, config.model.max_length)
   stream = EpochStream(len(firsts), host_batch, batching.pair_batcher(first_ids, second_ids, buckets, tok.pad_id),
                        seed=config.seed + jax.process_index())
-  epoch_steps = stream.total_steps(config.train.epochs)
-  total = min(epoch_steps, config.train.max_steps) if config.train.max_steps else epoch_steps
   params, axes = train_params(model, config)
   writer = MetricWriter(workdir)
   start = time.perf_counter()
   params, steps = common.train(config, workdir, params, axes, make_loss_fn(model.config, config), stream, mesh,
-                               writer, total_steps=total)
+                               writer)
   results = {"pairs": len(firsts), "steps": steps, "batch_size": config.train.batch_size,
              "epochs_run": round(steps * config.train.batch_size / max(len(firsts), 1), 4),
              "train_seconds": round(time.perf_counter() - start, 1)}

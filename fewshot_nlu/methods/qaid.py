@@ -49,6 +49,7 @@ from fewshot_nlu.data import batching, masking
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
 from fewshot_nlu.heads import mlm as mlm_head
+from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.heads import projection as projection_head
 from fewshot_nlu.losses.supcon import npairs_loss, pairwise_softmax_loss, supcon_loss
 from fewshot_nlu.methods import common
@@ -162,18 +163,18 @@ def make_loss_fn(cfg: transformer.EncoderConfig, tokenizer, config):
       raise config_checks.ConfigError("config.qaid.augment: the tokenizer has no mask token ([MASK] / <mask>)")
   pool = pooling.get_pooler(config.model.pooling)
 
+  def mask_tokens(rng, ids, mask):
+    return masking.bert_mask(rng, ids, mask, mask_id=tokenizer.mask_id, vocab_size=cfg.vocab_size,
+                             special_ids=special, rate=q.mask_rate)
+
   def encode(params, ids, mask, rng, *, augment):
-    """(z, z mask, hidden, Masked or None) of one augmented view of each row."""
+    """(z, z mask, hidden, Masked or None) of one view of each row: masked + dropout when ``augment``."""
     mask_rng, dropout_rng = jax.random.split(rng)
-    masked = None
-    if augment or q.mlm_weight > 0:
-      masked = masking.bert_mask(mask_rng, ids, mask, mask_id=tokenizer.mask_id, vocab_size=cfg.vocab_size,
-                                 special_ids=special, rate=q.mask_rate)
-    inputs = masked.input_ids if augment else ids
-    hidden = module.apply({"params": params["encoder"]}, inputs, mask, deterministic=not augment,
-                          rngs={"dropout": dropout_rng})
+    masked = mask_tokens(mask_rng, ids, mask) if augment else None
+    hidden = module.apply({"params": params["encoder"]}, masked.input_ids if augment else ids, mask,
+                          deterministic=not augment, rngs={"dropout": dropout_rng})
     z, z_mask = late_interaction.represent(params["projection"], hidden, mask, q.similarity, config.model.pooling)
-    return z, z_mask, hidden, masked if augment else None
+    return z, z_mask, hidden, masked
 
   def mlm_term(params, ids, mask, views, rng):
     """MLM over the masked tokens of the views (or, without augmentation, of one extra masked pass)."""
@@ -181,8 +182,7 @@ def make_loss_fn(cfg: transformer.EncoderConfig, tokenizer, config):
       return jnp.zeros(())
     embeddings = params["encoder"]["embeddings"]["word_embeddings"]["embedding"]
     if views is None:
-      masked = masking.bert_mask(rng, ids, mask, mask_id=tokenizer.mask_id, vocab_size=cfg.vocab_size,
-                                 special_ids=special, rate=q.mask_rate)
+      masked = mask_tokens(rng, ids, mask)
       hidden = module.apply({"params": params["encoder"]}, masked.input_ids, mask, deterministic=True)
       views = [(hidden, masked)]
     losses = [mlm_head.mlm_loss(params["mlm"], h, m, embeddings, cfg) for h, m in views]
@@ -199,22 +199,22 @@ def make_loss_fn(cfg: transformer.EncoderConfig, tokenizer, config):
 
   def pretrain_loss(params, batch, rng):
     view_rng, mlm_rng = jax.random.split(rng)
-    z, z_mask, hidden, masked, _ = two_views(params, batch["ids"], batch["mask"], view_rng)
-    n = batch["ids"].shape[0]
+    z, z_mask, hidden, masked, _ = two_views(params, batch["text_ids"], batch["text_mask"], view_rng)
+    n = batch["text_ids"].shape[0]
     labels = jnp.concatenate([jnp.arange(n), jnp.arange(n)])
     valid = jnp.concatenate([batch["valid"], batch["valid"]])
     scores = late_interaction.maxsim_scores(z, z_mask, z, z_mask, chunk=q.score_chunk or None)
     contrastive = supcon_loss(scores, labels, valid, temperature=q.temperature)
-    mlm = mlm_term(params, batch["ids"], batch["mask"], None if masked is None else [(hidden, masked)], mlm_rng)
+    mlm = mlm_term(params, batch["text_ids"], batch["text_mask"], None if masked is None else [(hidden, masked)],
+                   mlm_rng)
     return contrastive + q.mlm_weight * mlm, {"contrastive": contrastive, "mlm": mlm}
 
   def classification_term(params, hidden, mask, labels, valid):
     if "classifier" not in params:
       return jnp.zeros(())
     logits = projection_head.linear(params["classifier"], pool(hidden, mask))
-    nll = -jnp.take_along_axis(jax.nn.log_softmax(logits), jnp.maximum(labels, 0)[:, None], axis=-1)[:, 0]
-    valid = valid.astype(jnp.float32)
-    return jnp.sum(nll * valid) / jnp.maximum(jnp.sum(valid), 1.0)
+    return mlp_head.loss(logits, jax.nn.one_hot(labels, logits.shape[-1]), valid.astype(jnp.float32),
+                         multilabel=False, label_smoothing=0.0)
 
   def finetune_loss(params, batch, rng):
     q_rng, a_rng, mlm_rng = jax.random.split(rng, 3)
@@ -258,40 +258,27 @@ def make_loss_fn(cfg: transformer.EncoderConfig, tokenizer, config):
 
 # ---------------------------------------------------------------------------------------------- batches
 
-def _padded(token_lists, buckets, pad_id, batch_size):
-  out = batching.pad_token_ids(token_lists, batching.bucket_for(max(map(len, token_lists)), buckets), pad_id,
-                               batch_size)
-  return out["input_ids"], out["attention_mask"]
-
-
 def text_stream(texts, tokenizer, config, host_batch: int) -> EpochStream:
-  """Pre-training batches: ``ids``/``mask`` of n queries (length-bucketed) and ``valid``."""
-  token_ids = tokenizer.encode(texts, config.qaid.query_length)
-  buckets = batching.length_buckets(config.qaid.query_length)
+  """Pre-training batches: ``text_ids``/``text_mask`` of n queries (length-bucketed) and ``valid``."""
+  sides = {"text": (tokenizer.encode(texts, config.qaid.query_length),
+                    batching.length_buckets(config.qaid.query_length))}
+  return EpochStream(len(texts), host_batch, batching.padded_batcher(sides, tokenizer.pad_id),
+                     seed=config.seed + jax.process_index())
 
-  def make_batch(indices, epoch, batch_size):
-    ids, mask = _padded([token_ids[i] for i in indices], buckets, tokenizer.pad_id, batch_size)
-    return {"ids": ids, "mask": mask, "valid": np.arange(batch_size) < len(indices)}
 
-  return EpochStream(len(texts), host_batch, make_batch, seed=config.seed + jax.process_index())
+def _queries_and_answers(texts, answers, tokenizer, config):
+  """(query token ids, answer token ids, query buckets, answer buckets)."""
+  return (tokenizer.encode(texts, config.qaid.query_length), tokenizer.encode(answers, config.qaid.answer_length),
+          batching.length_buckets(config.qaid.query_length), batching.length_buckets(config.qaid.answer_length))
 
 
 def example_stream(texts, label_ids: np.ndarray, answers: list[str], tokenizer, config, host_batch: int
                    ) -> EpochStream:
-  """Fine-tuning batches: each example's query and its intent's answer, label id and ``valid``."""
-  query_ids = tokenizer.encode(texts, config.qaid.query_length)
-  answer_ids = tokenizer.encode(answers, config.qaid.answer_length)
-  q_buckets = batching.length_buckets(config.qaid.query_length)
-  a_buckets = batching.length_buckets(config.qaid.answer_length)
-
-  def make_batch(indices, epoch, batch_size):
-    qi, qm = _padded([query_ids[i] for i in indices], q_buckets, tokenizer.pad_id, batch_size)
-    ai, am = _padded([answer_ids[label_ids[i]] for i in indices], a_buckets, tokenizer.pad_id, batch_size)
-    label = np.full(batch_size, -1, np.int32)
-    label[: len(indices)] = label_ids[np.asarray(indices)]
-    return {"query_ids": qi, "query_mask": qm, "answer_ids": ai, "answer_mask": am, "label": label,
-            "valid": np.arange(batch_size) < len(indices)}
-
+  """Fine-tuning batches: each example's query and its intent's answer (``query_*``, ``answer_*``), its
+  ``label`` id and ``valid``."""
+  query_ids, answer_ids, q_buckets, a_buckets = _queries_and_answers(texts, answers, tokenizer, config)
+  sides = {"query": (query_ids, q_buckets), "answer": ([answer_ids[l] for l in label_ids], a_buckets)}
+  make_batch = batching.padded_batcher(sides, tokenizer.pad_id, {"label": np.asarray(label_ids, np.int32)})
   return EpochStream(len(texts), host_batch, make_batch, seed=config.seed)
 
 
@@ -305,21 +292,11 @@ def triplet_stream(texts, label_ids: np.ndarray, answers: list[str], tokenizer, 
   for i, text in enumerate(texts):
     queries += [i] * per_query
     negatives += bm25.hard_negatives(text, int(label_ids[i]), per_query)
-  queries, negatives = np.array(queries), np.array(negatives)
-  query_ids = tokenizer.encode(texts, config.qaid.query_length)
-  answer_ids = tokenizer.encode(answers, config.qaid.answer_length)
-  q_buckets = batching.length_buckets(config.qaid.query_length)
-  a_buckets = batching.length_buckets(config.qaid.answer_length)
-
-  def make_batch(indices, epoch, batch_size):
-    qi, qm = _padded([query_ids[queries[i]] for i in indices], q_buckets, tokenizer.pad_id, batch_size)
-    pi, pm = _padded([answer_ids[label_ids[queries[i]]] for i in indices], a_buckets, tokenizer.pad_id,
-                     batch_size)
-    ni, nm = _padded([answer_ids[negatives[i]] for i in indices], a_buckets, tokenizer.pad_id, batch_size)
-    return {"query_ids": qi, "query_mask": qm, "positive_ids": pi, "positive_mask": pm, "negative_ids": ni,
-            "negative_mask": nm, "valid": np.arange(batch_size) < len(indices)}
-
-  return EpochStream(len(queries), host_batch, make_batch, seed=config.seed)
+  query_ids, answer_ids, q_buckets, a_buckets = _queries_and_answers(texts, answers, tokenizer, config)
+  sides = {"query": ([query_ids[q] for q in queries], q_buckets),
+           "positive": ([answer_ids[label_ids[q]] for q in queries], a_buckets),
+           "negative": ([answer_ids[a] for a in negatives], a_buckets)}
+  return EpochStream(len(queries), host_batch, batching.padded_batcher(sides, tokenizer.pad_id), seed=config.seed)
 
 
 # ------------------------------------------------------------------------------------------------- run
@@ -334,11 +311,6 @@ def intent_answers(config, labels: list[str]) -> list[str]:
     if unknown:
       log.warning("%s describes %d labels the data does not have: %s", path, len(unknown), unknown[:5])
   return [descriptions.get(l, intent_name(l)) for l in labels]
-
-
-def _total_steps(config, stream: EpochStream) -> int:
-  steps = stream.total_steps(config.train.epochs)
-  return min(steps, config.train.max_steps) if config.train.get("max_steps", 0) else steps
 
 
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
@@ -368,7 +340,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   params, axes, notes = init_params(model, config, len(labels))
   start = time.perf_counter()
   params, steps = common.train(config, workdir, params, axes, make_loss_fn(model.config, tok, config), stream,
-                               mesh, writer, total_steps=_total_steps(config, stream))
+                               mesh, writer)
   results.update(steps=steps, train_seconds=round(time.perf_counter() - start, 1), init=notes,
                  batch_size=config.train.batch_size)
   heads = export_heads(params, model.config, model.heads)
