@@ -12,6 +12,7 @@ METHODS = {
     "dse": "fewshot_nlu.methods.dse",
     "evaluate": "fewshot_nlu.methods.evaluate",
     "qaid": "fewshot_nlu.methods.qaid",
+    "retriever": "fewshot_nlu.methods.retriever",
 }
 
 

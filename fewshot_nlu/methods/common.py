@@ -156,10 +156,10 @@ def mesh_and_host_batch(config: ml_collections.ConfigDict) -> tuple[Any, int]:
 
 def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any, logical_axes: Any,
           loss_fn: LossFn, stream: EpochStream, mesh, writer: MetricWriter, *, grads_fn: GradsFn | None = None,
-          total_steps: int | None = None) -> tuple[Any, int]:
+          total_steps: int | None = None, callback=None, callback_every: int = 0) -> tuple[Any, int]:
   """Runs the resumable training loop (``config.train.epochs`` of ``stream`` unless ``total_steps`` is
   given, at most ``config.train.max_steps`` when the config has one > 0); returns (trained params on host,
-  total steps)."""
+  total steps). ``callback`` / ``callback_every``: see ``train.loop.train``."""
   total_steps = total_steps or stream.total_steps(config.train.epochs)
   if config.train.get("max_steps", 0):
     total_steps = min(total_steps, config.train.max_steps)
@@ -168,7 +168,8 @@ def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any,
   try:
     state = loop.train(training=training, stream=stream, total_steps=total_steps, mesh=mesh,
                        checkpointer=checkpointer, writer=writer, log_every=config.train.log_every,
-                       description=f"{config.method} {config.data.builder}/{config.data.train_split}")
+                       description=f"{config.method} {config.data.builder}/{config.data.train_split}",
+                       callback=callback, callback_every=callback_every)
   finally:
     checkpointer.close()
   return jax.device_get(state.params), total_steps

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -38,8 +38,13 @@ def _sigterm_as_interrupt():
 
 def train(*, training: Training, stream: EpochStream,
           total_steps: int, mesh, checkpointer: Checkpointer, writer: MetricWriter,
-          log_every: int = 10, description: str = "train") -> Any:
+          log_every: int = 10, description: str = "train",
+          callback: Callable[[int, Any], bool] | None = None, callback_every: int = 0) -> Any:
   """Runs ``training.step`` until ``total_steps``, resuming from the latest checkpoint if there is one.
+
+  ``callback(step, state)`` runs every ``callback_every`` steps and at the last step (e.g. a development-set
+  evaluation keeping the best model); when it returns True, training stops there (early stopping), with a
+  checkpoint of that step.
 
   Checkpoints (state + stream position) every ``save_every`` steps (the checkpointer's interval), at the end,
   and on KeyboardInterrupt / SIGTERM before re-raising. Returns the final state.
@@ -77,7 +82,12 @@ def train(*, training: Training, stream: EpochStream,
         bar.update(1)
         if step % log_every == 0 or step == total_steps:
           log_pending()
-        checkpointer.save(step, state, data_state, force=step == total_steps)
+        stop = (callback is not None and (step == total_steps or (callback_every and step % callback_every == 0))
+                and bool(callback(step, state)))
+        checkpointer.save(step, state, data_state, force=step == total_steps or stop)
+        if stop:
+          log.info("stopping early at step %d", step)
+          break
   except KeyboardInterrupt:
     log.warning("interrupted at step %d: saving a checkpoint before stopping", step)
     try:

@@ -1,0 +1,195 @@
+"""Retriever for few-shot slot filling (Yu et al., 2021, §5-6.2, App. A.1-A.2) on Hou et al.'s SNIPS episodes.
+
+For each fold k in ``data.folds`` (test domain = fold k's, development domain = fold k+1's test domain, Table 5):
+  1. Train (``retriever.train``; False = Retriever^frz / Proto^frz, the untouched encoder) on the gold slot spans
+     of the source domains (every distinct utterance of ``fold{k}_train``, support and query sets alike), with
+     the batch softmax (``retriever.reduction``: ``max`` = Retriever, ``mean`` = Proto), B =
+     ``retriever.per_label_batch`` spans per label, lr 2e-5 with 10% warm-up; early stopping on the
+     development domain's F1 (``retriever.dev_episodes`` episodes of ``fold{k}_valid``, best threshold).
+  2. Choose the domain's threshold on the development domain by grid search over ``retriever.thresholds``
+     (App. A.1: [0.85, 0.97] in steps of 0.05).
+  3. Test on ``retriever.test_episodes`` episodes of ``fold{k}_test`` (0 = all 100): per episode, the support
+     set's labelled spans are indexed and every query utterance decoded (``span_retriever.SlotRetriever``,
+     ``span_decoding``); F1 per episode (conlleval-style, ``evaluation.span_f1``), averaged over episodes.
+
+Writes ``fold{k}/`` (checkpoints, ``best/``, ``results.json``, ``predictions.tsv``) per fold, then
+``results.json`` and ``results.md`` (per-domain and average F1, Table 2's layout) in the workdir, and prints
+the table. A finished fold is not redone when the run is restarted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pathlib
+import time
+
+import jax
+import ml_collections
+import numpy as np
+import tqdm
+
+from fewshot_nlu import config_checks
+from fewshot_nlu.data.builders import base
+from fewshot_nlu.data.builders.slots import FOLDS, load_episodes
+from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.evaluation.span_f1 import SpanCounts
+from fewshot_nlu.methods import common, retriever_training
+from fewshot_nlu.span_decoding import decode, to_bio
+from fewshot_nlu.span_retriever import INFERENCE, SlotRetriever, SpanEncoder
+
+log = logging.getLogger(__name__)
+
+# Table 2's column order and abbreviations (Hou et al. name FindScreeningEvent "SearchScreeningEvent").
+DOMAIN_ABBREVIATIONS = {"GetWeather": "GW", "PlayMusic": "PM", "AddToPlaylist": "ATP", "RateBook": "RB",
+                        "SearchScreeningEvent": "FSE", "BookRestaurant": "BR", "SearchCreativeWork": "SCW"}
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  r = config.retriever
+  retriever_training.validate(config)
+  config_checks.require_choice(config, "retriever.inference", INFERENCE)
+  config_checks.require_positive(config, "retriever.max_words", "retriever.beam_size")
+  for field in ("retriever.dev_episodes", "retriever.test_episodes", "retriever.threshold_retries"):
+    if config_checks.get(config, field) < 0:
+      raise config_checks.ConfigError(f"config.{field}: {config_checks.get(config, field)} must be >= 0")
+  if not r.thresholds or any(not 0 <= t <= 1 for t in r.thresholds):
+    raise config_checks.ConfigError(f"config.retriever.thresholds: {tuple(r.thresholds)} must be values in [0, 1]")
+  if not 0 <= r.merge_threshold <= 1:
+    raise config_checks.ConfigError(f"config.retriever.merge_threshold: {r.merge_threshold} must be in [0, 1]")
+  bad = [f for f in config.data.folds if f not in FOLDS]
+  if not config.data.folds or bad:
+    raise config_checks.ConfigError(f"config.data.folds: {tuple(config.data.folds)}; folds are {tuple(FOLDS)}")
+  common.prepared_builder(config)
+
+
+def _decoding(config) -> dict:
+  r = config.retriever
+  return {"beam_size": r.beam_size, "merge_threshold": r.merge_threshold, "threshold_step": r.threshold_step,
+          "threshold_retries": r.threshold_retries}
+
+
+def episode_f1(retriever: SlotRetriever, episodes: list[dict], thresholds, decoding: dict, *,
+               predictions: list | None = None, desc: str = "episodes") -> np.ndarray:
+  """[episodes, thresholds] F1 of every episode at every threshold (candidates are retrieved once per episode).
+  With ``predictions`` (a list), appends one row per query utterance at the first threshold."""
+  scores = np.zeros((len(episodes), len(thresholds)))
+  for e, episode in enumerate(tqdm.tqdm(episodes, desc=desc, unit="episode", leave=False,
+                                        disable=jax.process_index() != 0)):
+    retriever.set_support(episode["support"])
+    queries = episode["query"]
+    candidates = retriever.candidates([q["tokens"] for q in queries])
+    for t, threshold in enumerate(thresholds):
+      counts = SpanCounts()
+      for q, row in zip(queries, candidates):
+        spans = decode([c for c, _ in row], threshold=threshold, **decoding)
+        predicted = to_bio(spans, len(q["tokens"]))
+        counts.add(q["tags"], predicted)
+        if predictions is not None and t == 0:
+          evidence = {(c.start, c.end, c.label): p for c, p in row}
+          shown = [f"{' '.join(q['tokens'][s.start:s.end])} [{s.label} {s.score:.3f}"
+                   + (f" <- {evidence[(s.start, s.end, s.label)]['text']}]" if (s.start, s.end, s.label) in evidence
+                      else " merged]") for s in spans]
+          predictions.append((e, " ".join(q["tokens"]), " ".join(q["tags"]), " ".join(predicted), " | ".join(shown)))
+      scores[e, t] = counts.f1
+  return scores
+
+
+def _episodes(builder, split: str, count: int) -> list[dict]:
+  episodes = load_episodes(builder, split)
+  return episodes[:count] if count else episodes
+
+
+def source_utterances(train_episodes: list[dict]) -> list[dict]:
+  """Every distinct (tokens, tags) utterance of the source-domain episodes, support and query sets alike."""
+  seen = {}
+  for episode in train_episodes:
+    for u in episode["support"] + episode["query"]:
+      seen.setdefault((tuple(u["tokens"]), tuple(u["tags"])), u)
+  return list(seen.values())
+
+
+def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrained, builder) -> dict:
+  r = config.retriever
+  dev = _episodes(builder, f"fold{fold}_valid", r.dev_episodes)
+  test = _episodes(builder, f"fold{fold}_test", r.test_episodes)
+  domain = test[0]["domain"]
+  decoding = _decoding(config)
+
+  def slot_retriever(params):
+    encoder = SpanEncoder(model.config, params, model.tokenizer, max_length=config.model.max_length,
+                          batch_size=config.eval.batch_size, dtype=common.DTYPES[config.model.dtype])
+    return SlotRetriever(encoder, max_words=r.max_words, inference=r.inference, backend=r.index_backend)
+
+  def dev_f1(params) -> np.ndarray:
+    return episode_f1(slot_retriever(params), dev, r.thresholds, decoding, desc="dev episodes").mean(0)
+
+  results = {"fold": fold, "test_domain": domain, "dev_domain": dev[0]["domain"], "dev_episodes": len(dev),
+             "test_episodes": len(test)}
+  params = model.params
+  if r.train:
+    utterances = source_utterances(load_episodes(builder, f"fold{fold}_train"))
+    items = retriever_training.slot_items(model.tokenizer, utterances, config.model.max_length)
+    log.info("fold %d: training on %d slot spans of %d source utterances (%d slot labels)", fold, len(items),
+             len(utterances), len(items.label_names))
+    start = time.perf_counter()
+    params, record = retriever_training.train(config, workdir, model, items, span=True,
+                                              evaluate=(lambda p: float(dev_f1(p).max())) if dev else None)
+    results.update(training=record, train_seconds=round(time.perf_counter() - start, 1))
+  start = time.perf_counter()
+  per_threshold = dev_f1(params)
+  threshold = float(r.thresholds[int(np.argmax(per_threshold))])
+  results.update(threshold=threshold, dev_f1_by_threshold={f"{t:.2f}": round(float(f), 2)
+                                                          for t, f in zip(r.thresholds, per_threshold)})
+  predictions: list = []
+  f1 = episode_f1(slot_retriever(params), test, [threshold], decoding, predictions=predictions,
+                  desc=f"test episodes ({domain})")[:, 0]
+  results.update(f1=round(float(f1.mean()), 2), f1_std=round(float(f1.std()), 2),
+                 eval_seconds=round(time.perf_counter() - start, 1))
+  if jax.process_index() == 0:
+    with open(workdir / "predictions.tsv", "w", encoding="utf-8") as f:
+      f.write("episode\tutterance\tgold\tpredicted\tpredicted_slots [label score <- retrieved span]\n")
+      for row in predictions:
+        f.write("\t".join(str(c).replace("\t", " ") for c in row) + "\n")
+    (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+  return results
+
+
+def table(rows: list[dict]) -> str:
+  """Table 2's layout: one F1 column per test domain and their average."""
+  names = [DOMAIN_ABBREVIATIONS.get(r["test_domain"], r["test_domain"]) for r in rows]
+  f1 = [r["f1"] for r in rows]
+  head = "| " + " | ".join(names + ["Average F1"]) + " |"
+  rule = "|" + "---:|" * (len(names) + 1)
+  return "\n".join([head, rule, "| " + " | ".join(f"{v:.2f}" for v in f1 + [float(np.mean(f1))]) + " |"])
+
+
+def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
+  model = pretrained.load_pretrained(config.model.name)
+  if config.model.max_length > model.config.max_length:
+    raise config_checks.ConfigError(f"config.model.max_length: {config.model.max_length} exceeds the model's "
+                                    f"{model.config.max_length} positions")
+  builder = base.prepare(common.prepared_builder(config))
+  rows = []
+  for fold in config.data.folds:
+    fold_dir = workdir / f"fold{fold}"
+    done = fold_dir / "results.json"
+    if done.exists():
+      log.info("fold %d already evaluated (%s): kept", fold, done)
+      rows.append(json.loads(done.read_text()))
+      continue
+    fold_dir.mkdir(parents=True, exist_ok=True)
+    rows.append(run_fold(config, fold_dir, fold, model, builder))
+    log.info("fold %d (%s): F1 %.2f", fold, rows[-1]["test_domain"], rows[-1]["f1"])
+  r = config.retriever
+  variant = ("Retriever" if r.inference == "nearest" else "Proto") + ("" if r.train else "^frz")
+  results = {"method": config.method, "variant": variant, "reduction": r.reduction, "inference": r.inference,
+             "model": config.model.name, "shots": config.data.builder_config,
+             "average_f1": round(float(np.mean([row["f1"] for row in rows])), 2), "folds": rows}
+  markdown = f"## {variant} on SNIPS ({config.data.builder_config}), F1 per test domain\n\n{table(rows)}\n"
+  if jax.process_index() == 0:
+    (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (workdir / "results.md").write_text(markdown)
+    print(markdown)
+  return {k: v for k, v in results.items() if k != "folds"} | {
+      "f1": {row["test_domain"]: row["f1"] for row in rows}}

@@ -1,0 +1,183 @@
+"""Training Retriever's encoder with the batch softmax (Yu et al., 2021, §5.1), shared by the slot-filling
+(``methods.retriever``) and intent (``methods.retriever_intents``) protocols.
+
+Items are labelled spans of tokenised utterances: for slots a gold slot span (first and last word piece), for
+intents the whole utterance ([CLS], piece 0). A batch holds ``retriever.per_label_batch`` (B) items of every
+label (``data.samplers.PerLabelBatches``, N = all labels), so the global batch is N x B rows, rounded up to a
+multiple of the data-parallel devices with padding rows; under jit the span vectors of all devices are the
+candidates of every query (``losses.batch_softmax``). Dropout is on (BERT's 10%), as in BERT's fine-tuning code
+the paper adapts.
+
+Early stopping (App. A.1: "F1 score on the development domain as the metric for early stopping"): every
+``retriever.eval_every`` steps ``evaluate(encoder params) -> score`` runs; the best-scoring params are exported
+to ``<workdir>/best`` with ``best.json`` (step, score) before training goes on, so an interrupted run resumes
+with its best model known; after ``retriever.patience`` evaluations without improvement (0: never) training
+stops. The best export is what the protocols evaluate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import pathlib
+from typing import Callable, Sequence
+
+import jax
+import ml_collections
+import numpy as np
+
+from fewshot_nlu import config_checks, sharding
+from fewshot_nlu.data import batching
+from fewshot_nlu.data.samplers import PerLabelBatches
+from fewshot_nlu.data.stream import EpochStream
+from fewshot_nlu.encoders import pooling, pretrained, transformer
+from fewshot_nlu.losses.batch_softmax import REDUCTIONS, batch_softmax_loss
+from fewshot_nlu.methods import common
+from fewshot_nlu.train.metrics import MetricWriter
+
+log = logging.getLogger(__name__)
+
+BEST = "best"
+
+
+@dataclasses.dataclass
+class SpanItems:
+  """Training items: token ids of the item's utterance, its span's first/last piece, its label id."""
+
+  token_ids: list[list[int]]
+  first: np.ndarray
+  last: np.ndarray
+  label_ids: np.ndarray
+  label_names: list[str]
+
+  def __len__(self) -> int:
+    return len(self.token_ids)
+
+
+def _label_ids(labels: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+  names = sorted(set(labels))
+  index = {n: i for i, n in enumerate(names)}
+  return np.array([index[l] for l in labels], np.int32), names
+
+
+def slot_items(tokenizer, utterances: Sequence[dict], max_length: int) -> SpanItems:
+  """One item per gold slot span of ``utterances`` (``{"tokens", "tags"}``); spans cut by truncation are
+  dropped."""
+  from fewshot_nlu.span_retriever import labelled_spans, pieces_ok
+  encoded = tokenizer.encode_words([u["tokens"] for u in utterances], max_length)
+  ids, first, last, labels = [], [], [], []
+  for u, (token_ids, pieces) in zip(utterances, encoded):
+    for start, end, label in labelled_spans(u["tags"]):
+      if pieces_ok(pieces, (start, end)):
+        ids.append(token_ids), first.append(pieces[start][0]), last.append(pieces[end - 1][1])
+        labels.append(label)
+  label_ids, names = _label_ids(labels)
+  return SpanItems(ids, np.array(first, np.int32), np.array(last, np.int32), label_ids, names)
+
+
+def utterance_items(tokenizer, texts: Sequence[str], labels: Sequence[str], max_length: int) -> SpanItems:
+  """One item per utterance, its vector the [CLS] token (piece 0)."""
+  label_ids, names = _label_ids(labels)
+  zeros = np.zeros(len(texts), np.int32)
+  return SpanItems(tokenizer.encode(texts, max_length), zeros, zeros, label_ids, names)
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  common.validate_training(config)
+  r = config.retriever
+  config_checks.require_choice(config, "retriever.reduction", REDUCTIONS)
+  config_checks.require_positive(config, "retriever.per_label_batch")
+  for field in ("retriever.eval_every", "retriever.patience"):
+    if config_checks.get(config, field) < 0:
+      raise config_checks.ConfigError(f"config.{field}: {config_checks.get(config, field)} must be >= 0")
+  if r.train and not config.train.get("max_steps", 0) and config.train.epochs <= 0:
+    raise config_checks.ConfigError("config.train.epochs: must be > 0")
+
+
+def make_loss_fn(cfg: transformer.EncoderConfig, config, num_labels: int, span: bool):
+  """Batch-softmax loss of the encoder's span vectors (``span``: first+last pieces) or [CLS] vectors."""
+  module = transformer.TransformerEncoder(cfg, common.DTYPES[config.model.dtype])
+  reduction = config.retriever.reduction
+
+  def loss_fn(params, batch, rng):
+    hidden = module.apply({"params": params["encoder"]}, batch["text_ids"], batch["text_mask"],
+                          deterministic=False, rngs={"dropout": rng})
+    if span:
+      z = pooling.span_first_last(hidden, batch["first"][:, None], batch["last"][:, None])[:, 0]
+    else:
+      z = hidden[:, 0]
+    loss, accuracy = batch_softmax_loss(z.astype(np.float32), batch["label"], batch["valid"], num_labels,
+                                        reduction)
+    return loss, {"accuracy": accuracy}
+
+  return loss_fn
+
+
+def item_stream(items: SpanItems, config, global_batch: int, pad_id: int) -> EpochStream:
+  """Per-label batches (B of every label) of ``items``: ``text_ids/_mask``, ``first``, ``last``, ``label``."""
+  plan = PerLabelBatches(tuple(int(i) for i in items.label_ids), config.retriever.per_label_batch,
+                         seed=config.seed)
+  sides = {"text": (items.token_ids, batching.length_buckets(config.model.max_length))}
+  fields = {"first": items.first, "last": items.last, "label": items.label_ids}
+  return EpochStream(len(items), global_batch, batching.padded_batcher(sides, pad_id, fields), seed=config.seed,
+                     plan=plan)
+
+
+def global_batch_size(num_labels: int, per_label: int, mesh) -> int:
+  """N x B rounded up to a multiple of the data-parallel devices (the extra rows are padding)."""
+  parallel = sharding.data_parallel_size(mesh)
+  return math.ceil(num_labels * per_label / parallel) * parallel
+
+
+def read_best(workdir: pathlib.Path) -> dict | None:
+  path = workdir / BEST / "best.json"
+  return json.loads(path.read_text()) if path.exists() else None
+
+
+def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: SpanItems, *, span: bool,
+          evaluate: Callable[[dict], float] | None) -> tuple[dict, dict]:
+  """Trains the encoder on ``items``; returns (the encoder params to use, a record of the training). With
+  ``evaluate`` those are the best-scoring params (exported in ``<workdir>/best``), else the final ones."""
+  if jax.process_count() > 1:
+    raise NotImplementedError("Retriever training builds the whole per-label batch on one host; multi-host "
+                              "runs need each process to take its slice of the plan's batches")
+  mesh = sharding.make_mesh(dict(config.mesh))
+  num_labels = len(items.label_names)
+  batch = global_batch_size(num_labels, config.retriever.per_label_batch, mesh)
+  cfg = ml_collections.ConfigDict(config.to_dict())
+  cfg.train.batch_size = batch
+  stream = item_stream(items, cfg, batch, model.tokenizer.pad_id)
+  params = {"encoder": model.params}
+  axes = {"encoder": transformer.logical_axes(model.config)}
+  writer = MetricWriter(workdir)
+  best = read_best(workdir) or {"score": -math.inf, "step": None}
+  evaluations_since_best = [0]
+
+  def callback(step, state):
+    encoder = jax.device_get(state.params["encoder"])
+    score = float(evaluate(encoder))
+    writer.write(step, {"dev_score": score}, prefix="eval/")
+    if score > best["score"]:
+      best.update(score=score, step=step)
+      evaluations_since_best[0] = 0
+      if jax.process_index() == 0:
+        pretrained.save_pretrained(workdir / BEST, model.config, encoder, model.tokenizer)
+        (workdir / BEST / "best.json").write_text(json.dumps(best, indent=1) + "\n")
+    else:
+      evaluations_since_best[0] += 1
+    log.info("step %d: development score %.2f (best %.2f at step %s)", step, score, best["score"], best["step"])
+    patience = config.retriever.patience
+    return bool(patience and evaluations_since_best[0] >= patience)
+
+  loss_fn = make_loss_fn(model.config, cfg, num_labels, span)
+  trained, steps = common.train(cfg, workdir, params, axes, loss_fn, stream, mesh, writer,
+                                callback=callback if evaluate else None,
+                                callback_every=config.retriever.eval_every)
+  writer.close()
+  record = {"steps": steps, "labels": num_labels, "items": len(items), "global_batch": batch}
+  if evaluate is None:
+    return trained["encoder"], record
+  record.update(best_step=best["step"], best_dev_score=round(best["score"], 2))
+  return pretrained.load_pretrained(str(workdir / BEST)).params, record

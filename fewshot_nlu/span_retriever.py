@@ -1,0 +1,154 @@
+"""Retriever's slot filler (Yu et al., 2021, §5): span vectors, a support-set index of labelled spans, and
+§5.2's decoding.
+
+``SpanEncoder`` embeds word spans: the concatenation of the contextual vectors of a span's first and last word
+piece (§5.1, after Toshniwal et al. 2020). The utterances of a batch are padded to a length bucket and all
+their spans (padded to a power-of-two count) are gathered in the same jitted pass, so one program per
+(length bucket, span count) compiles.
+
+``SlotRetriever`` indexes the labelled spans of a support set (``index.Index``, dot product, exact or ScaNN)
+and, for every span of up to ``max_words`` words of a query utterance, retrieves its nearest labelled span.
+That hit's score is normalised to [0, 1] as the cosine of the two span vectors (§5.2: "we normalize the
+similarity scores by L2-norm"), clipped at 0, and becomes a ``span_decoding.Candidate``. With
+``inference="prototype"`` (the Proto baseline) the index holds one vector per label, the mean of its support
+spans, instead of the spans themselves.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fewshot_nlu.data import batching
+from fewshot_nlu.data.builders.joint import bio_spans
+from fewshot_nlu.encoders import pooling, transformer
+from fewshot_nlu.encoders.tokenizer import Tokenizer
+from fewshot_nlu.index import Index
+from fewshot_nlu.span_decoding import Candidate, decode, enumerate_spans
+
+INFERENCE = ("nearest", "prototype")
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "dtype"))
+def span_vectors(params, input_ids, attention_mask, starts, ends, *, cfg, dtype):
+  """[B, S, 2H] first+last word-piece vectors of the spans (``starts``/``ends`` [B, S] piece positions)."""
+  hidden = transformer.encoder_for(cfg, params, dtype).apply({"params": params}, input_ids, attention_mask)
+  return pooling.span_first_last(hidden, starts, ends).astype(jnp.float32)
+
+
+def _power_of_two(n: int) -> int:
+  return 1 << max(0, n - 1).bit_length()
+
+
+class SpanEncoder:
+  """Word spans of pre-split utterances -> first+last word-piece vectors (numpy, float32)."""
+
+  def __init__(self, cfg: transformer.EncoderConfig, params: Any, tokenizer: Tokenizer, *, max_length: int = 64,
+               batch_size: int = 32, dtype=jnp.float32):
+    if max_length > cfg.max_length:
+      raise ValueError(f"max_length={max_length} exceeds the model's {cfg.max_length} positions")
+    self.cfg, self.params, self.tokenizer = cfg, jax.device_put(params), tokenizer
+    self.max_length, self.batch_size, self.dtype = max_length, batch_size, dtype
+    self.buckets = batching.length_buckets(max_length, batching.INFERENCE_BUCKETS)
+    self.dim = 2 * cfg.hidden_size
+
+  def encode(self, word_lists: Sequence[Sequence[str]], spans: Sequence[Sequence[tuple[int, int]]]
+             ) -> list[np.ndarray]:
+    """Per utterance, a [len(spans[u]), 2H] array: the vectors of its word spans [start, end). A span with a
+    word cut off by truncation gets a zero vector (it can retrieve nothing with a positive score)."""
+    encoded = self.tokenizer.encode_words(word_lists, self.max_length)
+    out = [np.zeros((len(s), self.dim), np.float32) for s in spans]
+    order = np.argsort([-len(ids) for ids, _ in encoded], kind="stable")
+    for begin in range(0, len(order), self.batch_size):
+      rows = order[begin : begin + self.batch_size]
+      batch = batching.pad_to_bucket([encoded[u][0] for u in rows], self.buckets, self.tokenizer.pad_id,
+                                     self.batch_size)
+      width = _power_of_two(max(1, max(len(spans[u]) for u in rows)))
+      starts = np.zeros((self.batch_size, width), np.int32)
+      ends = np.zeros((self.batch_size, width), np.int32)
+      for r, u in enumerate(rows):
+        pieces = encoded[u][1]
+        for s, (start, end) in enumerate(spans[u]):
+          starts[r, s], ends[r, s] = pieces[start][0], pieces[end - 1][1]
+      vectors = np.asarray(span_vectors(self.params, batch["input_ids"], batch["attention_mask"], starts, ends,
+                                        cfg=self.cfg, dtype=self.dtype))
+      for r, u in enumerate(rows):
+        kept = np.array([pieces_ok(encoded[u][1], span) for span in spans[u]], bool)
+        out[u] = np.where(kept[:, None], vectors[r, : len(spans[u])], 0.0) if len(spans[u]) else out[u]
+    return out
+
+
+def pieces_ok(pieces: Sequence[tuple[int, int]], span: tuple[int, int]) -> bool:
+  """Whether both ends of the word span survived truncation."""
+  return pieces[span[0]][0] >= 0 and pieces[span[1] - 1][1] >= 0
+
+
+def labelled_spans(tags: Sequence[str]) -> list[tuple[int, int, str]]:
+  """The gold slots of a BIO sequence as word spans [start, end) with their label."""
+  return [(start, end + 1, label) for label, start, end in bio_spans(tags)]
+
+
+class SlotRetriever:
+  """Few-shot slot filling by span retrieval from a support set of BIO-labelled utterances."""
+
+  def __init__(self, encoder: SpanEncoder, *, max_words: int = 7, inference: str = "nearest",
+               backend: str = "exact"):
+    if inference not in INFERENCE:
+      raise ValueError(f"inference {inference!r} unknown; choose one of {INFERENCE}")
+    self.encoder, self.max_words, self.inference, self.backend = encoder, max_words, inference, backend
+    self.index: Index | None = None
+
+  def set_support(self, utterances: Sequence[dict]) -> int:
+    """Indexes the labelled spans of ``utterances`` (``{"tokens": [...], "tags": [...]}``), replacing any
+    previous support set; returns the number of index entries."""
+    gold = [labelled_spans(u["tags"]) for u in utterances]
+    vectors = self.encoder.encode([u["tokens"] for u in utterances], [[(s, e) for s, e, _ in g] for g in gold])
+    rows, payloads = [], []
+    for u, spans, vecs in zip(utterances, gold, vectors):
+      for (start, end, label), v in zip(spans, vecs):
+        rows.append(v)
+        payloads.append({"label": label, "text": " ".join(u["tokens"][start:end]),
+                         "utterance": " ".join(u["tokens"])})
+    if not rows:
+      raise ValueError("the support set holds no labelled span")
+    matrix = np.stack(rows)
+    if self.inference == "prototype":
+      labels = sorted({p["label"] for p in payloads})
+      matrix = np.stack([matrix[[p["label"] == l for p in payloads]].mean(0) for l in labels])
+      payloads = [{"label": l, "text": f"<prototype of {l}>", "utterance": ""} for l in labels]
+    norms = np.linalg.norm(matrix, axis=1)
+    for p, n in zip(payloads, norms):
+      p["norm"] = float(n)
+    self.index = Index.build(matrix, payloads, metric="dot", backend=self.backend)
+    return len(self.index)
+
+  def candidates(self, word_lists: Sequence[Sequence[str]]) -> list[list[tuple[Candidate, dict]]]:
+    """Per utterance, every span of up to ``max_words`` words as a (Candidate, retrieved payload) pair."""
+    if self.index is None:
+      raise ValueError("no support set: call set_support first")
+    spans = [enumerate_spans(len(words), self.max_words) for words in word_lists]
+    vectors = self.encoder.encode(word_lists, spans)
+    out = []
+    for utterance_spans, vecs in zip(spans, vectors):
+      if not utterance_spans:
+        out.append([])
+        continue
+      scores, items = self.index.search(vecs, 1)
+      row = []
+      for (start, end), v, score, item in zip(utterance_spans, vecs, scores[:, 0], items[:, 0]):
+        payload = self.index.payloads[int(item)]
+        norm = float(np.linalg.norm(v)) * payload["norm"]
+        cosine = float(score) / norm if norm > 0 else 0.0
+        row.append((Candidate(start, end, payload["label"], min(1.0, max(0.0, cosine))), payload))
+      out.append(row)
+    return out
+
+  def predict(self, word_lists: Sequence[Sequence[str]], *, threshold: float, beam_size: int = 10,
+              merge_threshold: float = 0.99) -> list[list[Candidate]]:
+    """The decoded slots of each utterance (§5.2)."""
+    return [decode([c for c, _ in row], threshold=threshold, beam_size=beam_size,
+                   merge_threshold=merge_threshold) for row in self.candidates(word_lists)]
