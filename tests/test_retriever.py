@@ -1,0 +1,290 @@
+"""Retriever (Yu et al., 2021): batch-softmax reductions, span vectors, §5.2 decoding, the span scorer, and the
+SNIPS slot-filling protocol end to end on toy episodes with a tiny model."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from fewshot_nlu.encoders import pretrained, transformer
+from fewshot_nlu.evaluation.span_f1 import SpanCounts
+from fewshot_nlu.losses.batch_softmax import batch_softmax_loss, reduce_label_scores
+from fewshot_nlu.methods import retriever_training
+from fewshot_nlu.span_decoding import (Candidate, beam_search, decode, enumerate_spans, filter_candidates,
+                                       merge_consecutive, to_bio)
+from fewshot_nlu.span_retriever import SlotRetriever, SpanEncoder
+from tests import tiny
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+
+
+# ------------------------------------------------------------------------------------------- reductions
+
+def numpy_reduce(scores, labels, reduction):
+  """Eq. (3)-(5) by loops: [M, N] per query and label column."""
+  m, n = scores.shape[0], labels.max() + 1
+  out = np.zeros((m, n))
+  for q in range(m):
+    for label in range(n):
+      members = [c for c in range(m) if labels[c] == label]
+      if reduction == "mean":
+        out[q, label] = np.mean([scores[q, c] for c in members])
+      elif reduction == "max":
+        out[q, label] = max(scores[q, c] for c in members if c != q)
+      else:
+        pick = min if label == labels[q] else max
+        out[q, label] = pick(scores[q, c] for c in members)
+  return out
+
+
+def hand_built():
+  """3 labels x B = 2 spans, 2-d vectors; every span's own score (||z||^2) is the largest in its row, so a
+  max that did not exclude the query itself would differ."""
+  z = np.array([[3.0, 0.1], [2.0, 0.5], [0.2, 3.0], [-0.4, 2.2], [-2.5, -1.0], [-1.0, -2.0]], np.float32)
+  return z, np.array([0, 0, 1, 1, 2, 2], np.int32)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "max", "min-max"])
+def test_reductions_match_numpy(reduction):
+  z, labels = hand_built()
+  scores = z @ z.T
+  reduced, present = reduce_label_scores(jnp.asarray(scores), jnp.asarray(labels), jnp.ones(6, bool), 3, reduction)
+  np.testing.assert_allclose(np.asarray(reduced), numpy_reduce(scores, labels, reduction), rtol=1e-6)
+  assert np.asarray(present).all()
+
+
+def test_max_excludes_the_query_itself():
+  z, labels = hand_built()
+  scores = z @ z.T
+  reduced, _ = reduce_label_scores(jnp.asarray(scores), jnp.asarray(labels), jnp.ones(6, bool), 3, "max")
+  assert float(reduced[0, 0]) == pytest.approx(scores[0, 1])  # the other span of label 0, not ||z_0||^2 = 9.01
+  assert scores[0, 0] > scores[0, 1]
+  # mean (Eq. 3) keeps the query in its own label's mean; min-max's min over the own label includes it too
+  mean, _ = reduce_label_scores(jnp.asarray(scores), jnp.asarray(labels), jnp.ones(6, bool), 3, "mean")
+  assert float(mean[0, 0]) == pytest.approx((scores[0, 0] + scores[0, 1]) / 2, rel=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "max", "min-max"])
+def test_loss_is_softmax_cross_entropy_of_reduced_scores(reduction):
+  z, labels = hand_built()
+  reference = numpy_reduce(z @ z.T, labels, reduction)
+  log_prob = reference - np.log(np.exp(reference).sum(1, keepdims=True))
+  expected = -np.mean(log_prob[np.arange(6), labels])
+  loss, accuracy = batch_softmax_loss(jnp.asarray(z), jnp.asarray(labels), jnp.ones(6, bool), 3, reduction)
+  assert float(loss) == pytest.approx(expected, rel=1e-5)
+  assert float(accuracy) == pytest.approx(np.mean(reference.argmax(1) == labels))
+
+
+def test_padding_rows_and_a_lone_span_are_left_out():
+  z, labels = hand_built()
+  valid = np.array([1, 1, 1, 1, 1, 0], bool)  # label 2 keeps one span: under max it has no gold column
+  loss, _ = batch_softmax_loss(jnp.asarray(z), jnp.asarray(labels), jnp.asarray(valid), 3, "max")
+  scores = z[:5] @ z[:5].T
+  expected = []
+  for q in range(4):  # queries of labels 0 and 1; span 4 (label 2, alone) is a candidate only
+    cols = [max(scores[q, c] for c in range(5) if labels[c] == l and c != q) for l in range(3)]
+    expected.append(-(cols[labels[q]] - np.log(np.sum(np.exp(cols)))))
+  assert float(loss) == pytest.approx(np.mean(expected), rel=1e-5)
+
+
+@pytest.mark.parametrize("reduction", ["max", "mean"])
+def test_sharded_batch_softmax_equals_single_device(tiny_bert_dir, reduction):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  config = _config(reduction)
+  words = [s.split() for s in tiny.CORPUS[:8]]
+  utterances = [{"tokens": w, "tags": ["B-a"] + ["O"] * (len(w) - 2) + ["B-b"] if len(w) > 1 else ["B-a"]}
+                for w in words]
+  items = retriever_training.slot_items(model.tokenizer, utterances, 32)
+  loss_fn = retriever_training.make_loss_fn(model.config, config, len(items.label_names), span=True)
+
+  def make_batch(mesh):
+    stream = retriever_training.item_stream(items, config, 8, model.tokenizer.pad_id)
+    return next(stream)
+
+  tiny.assert_sharded_loss_equals_single_device({"encoder": model.params},
+                                                {"encoder": transformer.logical_axes(model.config)},
+                                                loss_fn, make_batch, atol=1e-4)  # grads ~6: float32 rounding
+
+
+def _config(reduction="max"):
+  from configs import retriever_snips
+  config = retriever_snips.get_config()
+  config.retriever.reduction = reduction
+  config.retriever.per_label_batch = 4
+  return config
+
+
+# ------------------------------------------------------------------------------------- span vectors
+
+def test_span_vectors_use_first_and_last_word_piece(tiny_roberta_dir):
+  model = pretrained.load_pretrained(str(tiny_roberta_dir))
+  words = "i want to transfer money to my savings account".split()
+  (ids, pieces), = model.tokenizer.encode_words([words], 32)
+  multi = [i for i, (first, last) in enumerate(pieces) if last > first]
+  assert multi, "the tiny BPE vocabulary should split some word into several pieces"
+  spans = [(3, 5), (multi[0], multi[0] + 1), (0, 1), (7, 9)]
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  vectors, = encoder.encode([words], [spans])
+  tensors = tiny.hf_tensors("roberta", model.config.vocab_size)
+  config = tiny.hf_config("roberta", model.config.vocab_size)
+  hidden = tiny.reference_forward(tensors, config, np.array([ids]), np.ones((1, len(ids))))[0]
+  for (start, end), v in zip(spans, vectors):
+    first, last = pieces[start][0], pieces[end - 1][1]
+    np.testing.assert_allclose(v, np.concatenate([hidden[first], hidden[last]]), atol=2e-4)
+  # the pieces of a multi-piece word decode back to the word
+  first, last = pieces[multi[0]]
+  assert model.tokenizer.backend.decode(ids[first : last + 1]).strip() == words[multi[0]]
+
+
+def test_span_enumeration():
+  assert enumerate_spans(3, 7) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+  assert len(enumerate_spans(10, 7)) == sum(min(7, 10 - s) for s in range(10))
+  assert all(e - s <= 2 for s, e in enumerate_spans(6, 2))
+
+
+# ------------------------------------------------------------------------------------------ decoding
+
+WORDS = "book a table at black horse tavern at 7 pm".split()
+
+
+def figure_1_candidates():
+  name = "restaurant_name"
+  return [Candidate(4, 5, name, 0.95), Candidate(8, 10, "time", 0.94), Candidate(4, 7, name, 0.93),
+          Candidate(6, 7, name, 0.85), Candidate(0, 2, "party_size", 0.30), Candidate(4, 6, name, 0.80)]
+
+
+def test_beam_search_finds_black_horse_tavern_where_greedy_does_not():
+  kept = filter_candidates(figure_1_candidates(), 0.84)
+  assert [c.score for c in kept] == [0.95, 0.94, 0.93, 0.85]
+  greedy = beam_search(kept, beam_size=1)
+  assert [(c.start, c.end) for c in greedy] == [(4, 5), (6, 7), (8, 10)]  # "black", "tavern", "7 pm"
+  beam = beam_search(kept, beam_size=10)
+  assert [(c.start, c.end, c.label) for c in beam] == [(4, 7, "restaurant_name"), (8, 10, "time")]
+  assert to_bio(beam, len(WORDS)) == ["O"] * 4 + ["B-restaurant_name", "I-restaurant_name", "I-restaurant_name",
+                                                   "O", "B-time", "I-time"]
+
+
+def test_merging_consecutive_same_label_spans():
+  parts = [Candidate(4, 6, "restaurant_name", 0.91), Candidate(6, 7, "restaurant_name", 0.90),
+           Candidate(8, 10, "time", 0.94)]
+  merged = merge_consecutive(parts, 0.99)
+  assert [(c.start, c.end, c.label) for c in merged] == [(4, 7, "restaurant_name"), (8, 10, "time")]
+  assert merged[0].score == 0.91
+  assert merge_consecutive(parts, 0.0) == parts  # lambda = 0: never merge
+  assert merge_consecutive(parts, 0.005) == parts  # |0.91 - 0.90| = 0.01 >= lambda
+  different = [Candidate(0, 1, "a", 0.9), Candidate(1, 2, "b", 0.9), Candidate(3, 4, "a", 0.9)]
+  assert merge_consecutive(different, 1.0) == different  # other labels / a gap: never merged
+  chain = [Candidate(0, 1, "a", 0.5), Candidate(1, 2, "a", 0.6), Candidate(2, 3, "a", 0.7)]
+  assert merge_consecutive(chain, 1.0) == [Candidate(0, 3, "a", 0.7)]
+
+
+def test_dynamic_threshold_and_full_decode():
+  candidates = [Candidate(0, 1, "a", 0.62), Candidate(1, 2, "b", 0.40), Candidate(0, 2, "a", 0.55)]
+  # 0.9 -> 0.85 -> ... -> 0.60 (6 lowerings) lets 0.62 through
+  assert filter_candidates(candidates, 0.9) == [candidates[0]]
+  assert filter_candidates(candidates, 0.9, retries=5) == []  # 0.65 is the lowest tried
+  assert decode(candidates, threshold=0.9, threshold_retries=5) == []
+  assert decode(figure_1_candidates(), threshold=0.85) == [Candidate(4, 7, "restaurant_name", 0.93),
+                                                             Candidate(8, 10, "time", 0.94)]
+
+
+# -------------------------------------------------------------------------------------------- scorer
+
+def test_span_scorer_agrees_with_conlleval():
+  fixture = json.loads((FIXTURES / "conlleval_spans.json").read_text())
+  counts = SpanCounts()
+  for gold, predicted in fixture["sentences"]:
+    counts.add(gold, predicted)
+  expected = fixture["conlleval"]
+  assert (counts.correct, counts.gold, counts.predicted) == (expected["correct"], expected["found_gold"],
+                                                             expected["found_guessed"])
+  p, r = 100 * expected["correct"] / expected["found_guessed"], 100 * expected["correct"] / expected["found_gold"]
+  assert counts.f1 == pytest.approx(2 * p * r / (p + r))
+  assert SpanCounts().f1 == 0.0
+
+
+# ------------------------------------------------------------------------------------------ retrieval
+
+def test_slot_retriever_retrieves_its_own_support_span(tiny_bert_dir):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  support = [{"tokens": "book a table at an italian restaurant".split(),
+              "tags": "O O O O O B-cuisine O".split()},
+             {"tokens": "set an alarm for seven am".split(), "tags": "O O O O B-time I-time".split()}]
+  for inference in ("nearest", "prototype"):
+    retriever = SlotRetriever(encoder, max_words=3, inference=inference)
+    assert retriever.set_support(support) == 2
+    rows = retriever.candidates([support[1]["tokens"]])
+    exact = {(c.start, c.end): (c, p) for c, p in rows[0]}
+    c, payload = exact[(4, 6)]
+    assert c.label == "time" and c.score == pytest.approx(1.0, abs=1e-5)  # the span itself: cosine 1
+    assert all(0.0 <= c.score <= 1.0 for c, _ in rows[0])
+    assert len(rows[0]) == len(enumerate_spans(6, 3))
+    if inference == "nearest":
+      assert payload["text"] == "seven am"
+
+
+# ------------------------------------------------------------------------------------------ end to end
+
+def _toy_episodes(domain: str, rng) -> list[dict]:
+  templates = [("play {x} please", "O B-artist O"), ("set an alarm for {x}", "O O O O B-time"),
+               ("book a table at {x}", "O O O O B-place")]
+  values = ["jazz", "seven", "boston", "money", "music"]
+
+  def utterance():
+    text, tags = templates[rng.integers(len(templates))]
+    return {"seq": text.format(x=values[rng.integers(len(values))]).split(), "tags": tags.split()}
+
+  episodes = []
+  for _ in range(2):
+    sets = {}
+    for part, size in (("support", 4), ("query", 3)):
+      rows = [utterance() for _ in range(size)]
+      sets[part] = {"seq_ins": [r["seq"] for r in rows], "seq_outs": [r["tags"] for r in rows],
+                    "labels": ["intent"] * size}
+    episodes.append(sets)
+  return {domain: episodes}
+
+
+def write_toy_snips(root: pathlib.Path) -> pathlib.Path:
+  from fewshot_nlu.data.builders.slots import FOLDS, PARTS, episode_file
+  rng = np.random.default_rng(0)
+  for shots in (1, 5):
+    for fold in FOLDS:
+      for part in PARTS:
+        path = root / episode_file(shots, part, fold)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(_toy_episodes(f"Domain{fold}{part}", rng)))
+  return root
+
+
+def test_snips_protocol_end_to_end(tiny_bert_dir, tmp_path, capsys):
+  from fewshot_nlu import main as main_lib
+  raw = write_toy_snips(tmp_path / "raw")
+  config = _config()
+  config.model.name = str(tiny_bert_dir)
+  config.model.max_length = 32
+  config.data.raw_dir, config.data.tfds_dir = str(raw), str(tmp_path / "tfds")
+  config.data.folds = (2,)
+  config.train.epochs, config.train.max_steps, config.retriever.eval_every, config.train.save_every = 5, 3, 2, 2
+  config.compilation_cache_dir = ""
+  config.mesh.data = 2
+  results = main_lib.run(config, tmp_path / "run")
+  assert set(results["f1"]) == {"Domain2test"}
+  fold = json.loads((tmp_path / "run" / "fold2" / "results.json").read_text())
+  assert fold["training"]["best_step"] in (2, 3) and fold["training"]["steps"] == 3
+  assert fold["training"]["global_batch"] == 4 * 3  # B = 4 spans x 3 slot labels, a multiple of 2 devices
+  assert fold["threshold"] in config.retriever.thresholds
+  assert (tmp_path / "run" / "fold2" / "best" / "best.json").exists()
+  lines = (tmp_path / "run" / "fold2" / "predictions.tsv").read_text().splitlines()
+  assert len(lines) == 1 + 2 * 3  # header + 2 episodes x 3 queries
+  assert "Domain2test" in (tmp_path / "run" / "results.md").read_text()
+  assert "| Average F1 |" in capsys.readouterr().out
+  # a restart keeps the finished fold instead of redoing it
+  again = main_lib.run(config, tmp_path / "run")
+  assert again["f1"] == results["f1"]
