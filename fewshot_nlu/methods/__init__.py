@@ -13,6 +13,7 @@ METHODS = {
     "evaluate": "fewshot_nlu.methods.evaluate",
     "qaid": "fewshot_nlu.methods.qaid",
     "retriever": "fewshot_nlu.methods.retriever",
+    "retriever_intents": "fewshot_nlu.methods.retriever_intents",
 }
 
 

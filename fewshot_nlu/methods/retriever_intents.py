@@ -1,0 +1,179 @@
+"""Retriever for few-shot intents on CLINC (Yu et al., 2021, §6.1, §7.1, App. A.1, A.3).
+
+Split: ``retriever.categories`` (n_c) of CLINC's 10 categories are sampled (``config.seed``) and
+``retriever.intents_per_category`` (n_i) intents of each; those are the source intents, with all their training
+examples; the other 150 - n_c n_i intents are the target, with ``retriever.shots`` training examples each
+(sampled). Categories come from CLINC's ``domains.json`` (``<raw>/oos-eval_data/domains.json``).
+
+Stages (``retriever.stage``), Table 1's sections:
+  * ``frz``: the untouched encoder (Retriever^frz / Proto^frz);
+  * ``pretrain``: trained on the source intents only (per-label batch 8, lr 5e-5);
+  * ``finetune_tgt``: trained on the target few-shot examples (per-label batch = shots, lr 1e-5), starting from
+    ``model.name`` (e.g. a ``pretrain`` run's ``export``);
+  * ``finetune_tgt_src``: as ``finetune_tgt`` with ``shots`` examples of every source intent added.
+Training is the batch softmax on [CLS] vectors (``retriever_training``) for ``train.max_steps`` steps (the paper
+tunes on a development set; there is no development domain here).
+
+Inference (§5.2): the test utterance's [CLS] vector retrieves its nearest support utterance by dot product and
+takes its intent; ``retriever.inference = "prototype"`` (Proto) retrieves the nearest intent mean instead.
+Support sets: ``all`` (every source training example + the target shots), ``balance`` (``shots`` examples of
+every intent), ``tgt`` (the target shots only, scored on target test utterances). Accuracy on the test
+utterances of target intents (tgt), source intents (src) and all (avg; CLINC's test set has 30 per intent, so
+this is the macro average over intents). New intents need no retraining: they are support-set rows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pathlib
+import time
+
+import jax
+import ml_collections
+import numpy as np
+
+from fewshot_nlu import config_checks
+from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.index import Index
+from fewshot_nlu.methods import common, retriever_training
+from fewshot_nlu.span_retriever import INFERENCE
+
+log = logging.getLogger(__name__)
+
+STAGES = ("frz", "pretrain", "finetune_tgt", "finetune_tgt_src")
+SUPPORT_SETS = ("all", "balance", "tgt")
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  r = config.retriever
+  config_checks.require_choice(config, "retriever.stage", STAGES)
+  config_checks.require_choice(config, "retriever.inference", INFERENCE)
+  config_checks.require_positive(config, "retriever.categories", "retriever.intents_per_category",
+                                 "retriever.shots")
+  for s in r.support_sets:
+    config_checks.require_value_in("retriever.support_sets", s, SUPPORT_SETS)
+  retriever_training.validate(config)
+  common.prepared_builder(config)
+  categories = read_categories(config)
+  if r.categories > len(categories) or r.intents_per_category > min(len(v) for v in categories.values()):
+    raise config_checks.ConfigError(
+        f"config.retriever.categories / intents_per_category: ({r.categories}, {r.intents_per_category}) exceeds "
+        f"the {len(categories)} categories of {min(len(v) for v in categories.values())} intents")
+  if r.categories * r.intents_per_category == sum(len(v) for v in categories.values()):
+    raise config_checks.ConfigError("config.retriever: every intent is a source intent; no target intent is left")
+
+
+def categories_file(config) -> pathlib.Path:
+  if config.retriever.categories_file:
+    return pathlib.Path(config.retriever.categories_file).expanduser()
+  raw = pathlib.Path(config.data.raw_dir or pathlib.Path(config.data.dir) / "CLINC150").expanduser()
+  return raw / "oos-eval_data" / "domains.json"
+
+
+def read_categories(config) -> dict[str, list[str]]:
+  path = categories_file(config)
+  if not path.is_file():
+    raise config_checks.ConfigError(f"config.retriever.categories_file: {str(path)!r} is not a file "
+                                    "(CLINC's domains.json: {category: [intent, ...]})")
+  data = json.loads(path.read_text(encoding="utf-8"))
+  if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+    raise config_checks.ConfigError(f"{path}: expected a JSON object {{category: [intent, ...]}}")
+  return {k: sorted(v) for k, v in data.items()}
+
+
+def split_intents(categories: dict[str, list[str]], n_c: int, n_i: int, seed: int) -> tuple[list[str], list[str]]:
+  """(source intents, target intents): n_i sampled intents of each of n_c sampled categories are the source."""
+  rng = np.random.default_rng(seed)
+  names = sorted(categories)
+  chosen = [names[i] for i in rng.choice(len(names), n_c, replace=False)]
+  source = sorted(i for c in chosen for i in rng.choice(categories[c], n_i, replace=False).tolist())
+  target = sorted(i for c in names for i in categories[c] if i not in set(source))
+  return source, target
+
+
+def sample_shots(texts, labels, intents, shots: int, seed: int) -> tuple[list[str], list[str]]:
+  """``shots`` training examples of each of ``intents`` (all, if it has fewer)."""
+  rng = np.random.default_rng(seed)
+  by_label: dict[str, list[int]] = {}
+  for i, label in enumerate(labels):
+    by_label.setdefault(label, []).append(i)
+  picked = [j for intent in intents
+            for j in sorted(rng.permutation(by_label.get(intent, []))[:shots].tolist())]
+  return [texts[j] for j in picked], [labels[j] for j in picked]
+
+
+def support_accuracy(encoder: SentenceEncoder, support: tuple[list[str], list[str]], test_vectors: np.ndarray,
+                     test_labels: np.ndarray, inference: str, backend: str) -> tuple[np.ndarray, list]:
+  """Per test utterance: whether its nearest support row (dot product) has its intent; and the hits."""
+  vectors = encoder.encode(support[0])
+  payloads = [{"text": t, "label": l} for t, l in zip(*support)]
+  if inference == "prototype":
+    labels = sorted(set(support[1]))
+    owner = np.array(support[1])
+    vectors = np.stack([vectors[owner == l].mean(0) for l in labels])
+    payloads = [{"text": f"<prototype of {l}>", "label": l} for l in labels]
+  hits = Index.build(vectors, payloads, metric="dot", backend=backend).query(test_vectors, 1)
+  predicted = np.array([h[0].payload["label"] for h in hits])
+  return predicted == test_labels, hits
+
+
+def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
+  r = config.retriever
+  model = pretrained.load_pretrained(config.model.name)
+  train_split, test_split = common.read_splits(config)
+  source, target = split_intents(read_categories(config), r.categories, r.intents_per_category, config.seed)
+  source_set = set(source)
+  src_all = ([t for t, l in zip(train_split.texts, train_split.labels) if l in source_set],
+             [l for l in train_split.labels if l in source_set])
+  tgt_shots = sample_shots(train_split.texts, train_split.labels, target, r.shots, config.seed)
+  src_shots = sample_shots(train_split.texts, train_split.labels, source, r.shots, config.seed + 1)
+  results = {"source_intents": len(source), "target_intents": len(target), "shots": r.shots,
+             "stage": r.stage, "inference": r.inference, "reduction": r.reduction, "model": config.model.name}
+  params = model.params
+  if r.stage != "frz":
+    texts, labels = {"pretrain": src_all, "finetune_tgt": tgt_shots,
+                     "finetune_tgt_src": (tgt_shots[0] + src_shots[0], tgt_shots[1] + src_shots[1])}[r.stage]
+    items = retriever_training.utterance_items(model.tokenizer, texts, labels, config.model.max_length)
+    log.info("%s: training on %d utterances of %d intents", r.stage, len(items), len(items.label_names))
+    start = time.perf_counter()
+    params, record = retriever_training.train(config, workdir, model, items, span=False, evaluate=None)
+    results.update(training=record, train_seconds=round(time.perf_counter() - start, 1))
+    if jax.process_index() == 0:
+      pretrained.save_pretrained(workdir / "export", model.config, params, model.tokenizer)
+  encoder = SentenceEncoder(model.config, params, model.tokenizer, pooling_mode="cls", normalize=False,
+                            max_length=config.model.max_length, batch_size=config.eval.batch_size,
+                            dtype=common.DTYPES[config.model.dtype])
+  start = time.perf_counter()
+  test_vectors = encoder.encode(test_split.texts, show_progress=True)
+  test_labels = np.array(test_split.labels)
+  is_target = np.isin(test_labels, target)
+  is_known = np.isin(test_labels, source + target)  # CLINC's test set has no oos rows; guard anyway
+  supports = {"all": (src_all[0] + tgt_shots[0], src_all[1] + tgt_shots[1]),
+              "balance": (src_shots[0] + tgt_shots[0], src_shots[1] + tgt_shots[1]), "tgt": tgt_shots}
+  accuracy = {}
+  rows = []
+  for name in r.support_sets:
+    scored = is_target if name == "tgt" else is_known
+    correct, hits = support_accuracy(encoder, supports[name], test_vectors[scored], test_labels[scored],
+                                     r.inference, r.index_backend)
+    target_rows = is_target[scored]
+    accuracy[name] = {"tgt": round(100 * float(correct[target_rows].mean()), 2)}
+    if name != "tgt":
+      accuracy[name].update(src=round(100 * float(correct[~target_rows].mean()), 2),
+                            avg=round(100 * float(correct.mean()), 2))
+    accuracy[name]["support_rows"] = len(supports[name][0])
+    texts = np.array(test_split.texts)[scored]
+    rows += [(name, t, g, h[0].payload["label"], f"{h[0].score:.3f}", h[0].payload["text"])
+             for t, g, h in zip(texts, test_labels[scored], hits)]
+  results.update(accuracy=accuracy, eval_seconds=round(time.perf_counter() - start, 1))
+  if jax.process_index() == 0:
+    with open(workdir / "predictions.tsv", "w", encoding="utf-8") as f:
+      f.write("support_set\ttext\tgold\tpredicted\tscore\tnearest_support_utterance\n")
+      for row in rows:
+        f.write("\t".join(str(c).replace("\t", " ") for c in row) + "\n")
+    (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (workdir / "split.json").write_text(json.dumps({"source": source, "target": target}, indent=1) + "\n")
+  log.info("accuracy: %s", accuracy)
+  return results
