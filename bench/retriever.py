@@ -70,7 +70,8 @@ def run_clinc(args, runs_dir: pathlib.Path) -> None:
           ("clinc-pretrain", ["--config=configs/retriever_clinc.py:pretrain"]),
           ("clinc-finetune", ["--config=configs/retriever_clinc.py:finetune_tgt_src", f"--config.model.name={shown}"])]
   for name, config_args in plan[: args.clinc_runs]:
-    row = run_main(name, 0, [*config_args, "--config.seed=0", *args.extra], runs_dir / name, ROWS)
+    row = run_main(name, 0, [*config_args, "--config.seed=0", f"--config.train.max_steps={args.clinc_steps}",
+                             *args.extra], runs_dir / name, ROWS)
     if row:
       print(f"  {name}: {row['results']['accuracy']}  wall {row['wall_seconds']:.0f}s", flush=True)
 
@@ -108,6 +109,7 @@ def write_table() -> None:
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--part", choices=("all", "snips", "clinc"), default="all")
+  parser.add_argument("--clinc-steps", type=int, default=10, help="training steps of the CLINC runs")
   parser.add_argument("--clinc-runs", type=int, default=3, help="how many of the CLINC runs (frz, pretrain, "
                       "finetune) to make")
   parser.add_argument("--runs", default=str(REPO / "runs" / "bench_retriever"), help="work directories")
