@@ -47,7 +47,7 @@ def snips_table(rows: dict) -> list[str]:
     row = rows.get(f"snips-{variant}")
     if row is None:
       continue
-    f1 = row["results"]["f1"]
+    f1 = {fold["test_domain"]: fold["f1"] for fold in row["results"]["folds"]}
     cells = [f"{f1[d]:.2f}" if d in f1 else "–" for d in DOMAINS]
     lines.append(f"| {label} (MiniLM-L6, ours) | " + " | ".join(cells) + f" | {row['results']['average_f1']:.2f} |")
     times.append(f"- {label}: {row['wall_seconds']:.0f} s")
