@@ -14,7 +14,7 @@ paper's step counts are not given). The paper averages 3 samples of the split: r
 
 import ml_collections
 
-from configs import default
+from configs import retriever_base
 
 STAGES = ("frz", "pretrain", "finetune_tgt", "finetune_tgt_src")
 
@@ -24,33 +24,24 @@ def get_config(spec: str = "pretrain") -> ml_collections.ConfigDict:
   if stage not in STAGES or len(numbers) not in (0, 3):
     raise ValueError(f"{spec!r}: expected <stage>[,<n_c>,<n_i>,<shots>] with stage one of {STAGES}")
   n_c, n_i, shots = (int(n) for n in numbers) if numbers else (10, 10, 5)
-  config = default.get_config()
-  config.method = "retriever_intents"
+  fine_tune = stage.startswith("finetune")
+  # no development domain: no early stopping (eval_every 0)
+  config = retriever_base.get_config("retriever_intents", per_label_batch=shots if fine_tune else 8, eval_every=0,
+                                     train=stage != "frz")
   config.data.builder = "clinc150"
   config.data.train_split = "train"
   config.data.eval_split = "test"
   config.model.max_length = 32
-  config.train.epochs = 1
-  config.train.warmup_fraction = 0.1
   config.train.save_every = 10
   config.eval.batch_size = 64
-  config.eval.before_training = False
-  fine_tune = stage.startswith("finetune")
   config.train.learning_rate = 1e-5 if fine_tune else 5e-5
   config.train.max_steps = 20 if fine_tune else 30
 
-  r = config.retriever = ml_collections.ConfigDict()
+  r = config.retriever
   r.stage = stage
   r.categories = n_c
   r.intents_per_category = n_i
   r.shots = shots
   r.categories_file = ""  # default: <CLINC150 raw folder>/oos-eval_data/domains.json
-  r.train = stage != "frz"
-  r.reduction = "max"  # Eq. 4; "mean" = Proto; "min-max" = Eq. 5
-  r.inference = "nearest"  # "prototype" for Proto
-  r.per_label_batch = shots if fine_tune else 8
   r.support_sets = ("all", "balance", "tgt")
-  r.eval_every = 0  # no development domain: no early stopping
-  r.patience = 0
-  r.index_backend = "exact"
   return config

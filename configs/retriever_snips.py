@@ -17,7 +17,7 @@ Variants (``configs/retriever_snips.py:<variant>``):
 
 import ml_collections
 
-from configs import default
+from configs import retriever_base
 
 VARIANTS = ("cpu", "paper", "frz", "proto", "proto_frz", "frz_paper", "proto_paper", "proto_frz_paper")
 
@@ -25,8 +25,7 @@ VARIANTS = ("cpu", "paper", "frz", "proto", "proto_frz", "frz_paper", "proto_pap
 def get_config(variant: str = "cpu") -> ml_collections.ConfigDict:
   if variant not in VARIANTS:
     raise ValueError(f"variant {variant!r} unknown; choose one of {VARIANTS} (configs/retriever_snips.py:<variant>)")
-  config = default.get_config()
-  config.method = "retriever"
+  config = retriever_base.get_config("retriever", per_label_batch=5, eval_every=5)  # B = 5 (5-shot)
   config.data.builder = "snips_fewshot_slots"
   config.data.builder_config = "shot_5"
   config.data.train_split = ""  # per fold: fold{k}_train / fold{k}_valid / fold{k}_test
@@ -34,29 +33,19 @@ def get_config(variant: str = "cpu") -> ml_collections.ConfigDict:
   config.data.folds = (1, 2, 3, 4, 5, 6, 7)
   config.model.max_length = 64
   config.train.learning_rate = 2e-5  # App. A.1
-  config.train.warmup_fraction = 0.1
-  config.train.epochs = 1
   config.train.max_steps = 10
   config.train.save_every = 5
   config.eval.batch_size = 32
-  config.eval.before_training = False
 
-  r = config.retriever = ml_collections.ConfigDict()
-  r.train = True  # False: the untouched encoder (^frz)
-  r.reduction = "max"  # Eq. 4 (Retriever); "mean" = Proto (Eq. 3); "min-max" (Eq. 5)
-  r.inference = "nearest"  # "prototype": retrieve label means (Proto)
-  r.per_label_batch = 5  # B (5-shot)
+  r = config.retriever
   r.max_words = 7  # m
   r.beam_size = 10
   r.merge_threshold = 0.99  # lambda
   r.thresholds = (0.85, 0.90, 0.95)  # grid on the development domain
   r.threshold_step = 0.05  # dynamic threshold: lowered by this ...
   r.threshold_retries = 10  # ... at most this many times
-  r.eval_every = 5  # development evaluations for early stopping
-  r.patience = 0  # evaluations without improvement before stopping (0: train to the end, keep the best)
   r.dev_episodes = 5  # 0 = all 100
   r.test_episodes = 10  # 0 = all 100
-  r.index_backend = "exact"  # support sets are small; "scann" / "auto" for big ones
 
   if "proto" in variant:
     r.reduction, r.inference = "mean", "prototype"

@@ -65,7 +65,7 @@ def _average(spans: tuple[Candidate, ...]) -> float:
 
 def _complete(state: tuple[Candidate, ...], ranked: Sequence[Candidate]) -> tuple[Candidate, ...]:
   for candidate in ranked:
-    if candidate not in state and not any(candidate.overlaps(c) for c in state):
+    if not any(candidate.overlaps(c) for c in state):
       state += (candidate,)
   return state
 

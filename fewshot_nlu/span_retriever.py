@@ -27,6 +27,7 @@ from fewshot_nlu.data import batching
 from fewshot_nlu.data.builders.joint import bio_spans
 from fewshot_nlu.encoders import pooling, transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
+from fewshot_nlu.evaluation.prototypes import label_means
 from fewshot_nlu.index import Index
 from fewshot_nlu.span_decoding import Candidate, decode, enumerate_spans
 
@@ -70,15 +71,17 @@ class SpanEncoder:
       width = _power_of_two(max(1, max(len(spans[u]) for u in rows)))
       starts = np.zeros((self.batch_size, width), np.int32)
       ends = np.zeros((self.batch_size, width), np.int32)
+      kept = np.zeros((self.batch_size, width), bool)
       for r, u in enumerate(rows):
         pieces = encoded[u][1]
-        for s, (start, end) in enumerate(spans[u]):
-          starts[r, s], ends[r, s] = pieces[start][0], pieces[end - 1][1]
+        for s, span in enumerate(spans[u]):
+          if pieces_ok(pieces, span):
+            starts[r, s], ends[r, s], kept[r, s] = pieces[span[0]][0], pieces[span[1] - 1][1], True
       vectors = np.asarray(span_vectors(self.params, batch["input_ids"], batch["attention_mask"], starts, ends,
                                         cfg=self.cfg, dtype=self.dtype))
+      vectors = np.where(kept[..., None], vectors, 0.0)
       for r, u in enumerate(rows):
-        kept = np.array([pieces_ok(encoded[u][1], span) for span in spans[u]], bool)
-        out[u] = np.where(kept[:, None], vectors[r, : len(spans[u])], 0.0) if len(spans[u]) else out[u]
+        out[u] = vectors[r, : len(spans[u])]
     return out
 
 
@@ -117,12 +120,8 @@ class SlotRetriever:
       raise ValueError("the support set holds no labelled span")
     matrix = np.stack(rows)
     if self.inference == "prototype":
-      labels = sorted({p["label"] for p in payloads})
-      matrix = np.stack([matrix[[p["label"] == l for p in payloads]].mean(0) for l in labels])
+      labels, matrix = label_means(matrix, [p["label"] for p in payloads])
       payloads = [{"label": l, "text": f"<prototype of {l}>", "utterance": ""} for l in labels]
-    norms = np.linalg.norm(matrix, axis=1)
-    for p, n in zip(payloads, norms):
-      p["norm"] = float(n)
     self.index = Index.build(matrix, payloads, metric="dot", backend=self.backend)
     return len(self.index)
 
@@ -138,13 +137,14 @@ class SlotRetriever:
         out.append([])
         continue
       scores, items = self.index.search(vecs, 1)
-      row = []
-      for (start, end), v, score, item in zip(utterance_spans, vecs, scores[:, 0], items[:, 0]):
-        payload = self.index.payloads[int(item)]
-        norm = float(np.linalg.norm(v)) * payload["norm"]
-        cosine = float(score) / norm if norm > 0 else 0.0
-        row.append((Candidate(start, end, payload["label"], min(1.0, max(0.0, cosine))), payload))
-      out.append(row)
+      scores, items = scores[:, 0], items[:, 0]
+      norms = (np.linalg.norm(vecs, axis=1).astype(np.float64)
+               * np.linalg.norm(self.index.vectors[items], axis=1).astype(np.float64))
+      scores = scores.astype(np.float64)
+      cosines = np.clip(np.divide(scores, norms, out=np.zeros_like(scores), where=norms > 0), 0.0, 1.0)
+      out.append([(Candidate(start, end, self.index.payloads[int(item)]["label"], float(cosine)),
+                   self.index.payloads[int(item)])
+                  for (start, end), cosine, item in zip(utterance_spans, cosines, items)])
     return out
 
   def predict(self, word_lists: Sequence[Sequence[str]], *, threshold: float, beam_size: int = 10,

@@ -27,12 +27,17 @@ def sample_support(labels: Sequence[str], shots: int, seed: int) -> np.ndarray:
   return np.concatenate(chosen) if chosen else np.zeros((0,), int)
 
 
-def prototypes(vectors: np.ndarray, labels: Sequence[str]) -> tuple[list[str], np.ndarray]:
-  """(sorted class names, [C, d] unit-length prototypes): the mean of each class's (unit-length) vectors."""
+def label_means(vectors: np.ndarray, labels: Sequence[str]) -> tuple[list[str], np.ndarray]:
+  """(sorted class names, [C, d] the mean vector of each class) — Prototypical Networks' class vectors."""
   names = sorted(set(labels))
   labels = np.asarray(labels)
-  unit = normalize(np.asarray(vectors, np.float64))
-  return names, normalize(np.stack([unit[labels == n].mean(axis=0) for n in names]))
+  return names, np.stack([vectors[labels == n].mean(axis=0) for n in names])
+
+
+def prototypes(vectors: np.ndarray, labels: Sequence[str]) -> tuple[list[str], np.ndarray]:
+  """(sorted class names, [C, d] unit-length prototypes): the mean of each class's (unit-length) vectors."""
+  names, means = label_means(normalize(np.asarray(vectors, np.float64)), labels)
+  return names, normalize(means)
 
 
 def best_prototype(queries: np.ndarray, names: list[str], protos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -182,16 +182,23 @@ def evaluate_intent_model(model: IntentModel, queries: IntentSplit, workdir: pat
   predictions = model.predict(queries.texts, show_progress=True)
   correct = np.array([p.label == g for p, g in zip(predictions, queries.labels)])
   if jax.process_index() == 0:
-    with open(workdir / f"{name}.tsv", "w", encoding="utf-8") as f:
-      f.write("text\tgold\tpredicted\tscore\tnearest_training_utterances\n")
-      for text, gold, p in zip(queries.texts, queries.labels, predictions):
-        evidence = " | ".join(f"{n.text} [{n.label} {n.score:.3f}]" for n in p.neighbours)
-        f.write(f"{_cell(text)}\t{gold}\t{p.label}\t{p.score:.4f}\t{_cell(evidence)}\n")
+    write_tsv(workdir / f"{name}.tsv", ("text", "gold", "predicted", "score", "nearest_training_utterances"),
+              ((text, gold, p.label, f"{p.score:.4f}",
+                " | ".join(f"{n.text} [{n.label} {n.score:.3f}]" for n in p.neighbours))
+               for text, gold, p in zip(queries.texts, queries.labels, predictions)))
   return {"accuracy": float(correct.mean()), "num_eval": len(queries.texts), "num_pool": len(model)}
 
 
 def _cell(text: str) -> str:
   return text.replace("\t", " ").replace("\n", " ")
+
+
+def write_tsv(path: pathlib.Path, header: Sequence[str], rows) -> None:
+  """A header line and one line per row, every cell ``str``-ed and cleaned of tabs and newlines."""
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\t".join(header) + "\n")
+    for row in rows:
+      f.write("\t".join(_cell(str(c)) for c in row) + "\n")
 
 
 def nearest_neighbour_eval(encoder: SentenceEncoder, pool: IntentSplit, queries: IntentSplit,

@@ -30,7 +30,6 @@ import numpy as np
 import tqdm
 
 from fewshot_nlu import config_checks
-from fewshot_nlu.data.builders import base
 from fewshot_nlu.data.builders.slots import FOLDS, load_episodes
 from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.evaluation.span_f1 import SpanCounts
@@ -124,9 +123,13 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
   def dev_f1(params) -> np.ndarray:
     return episode_f1(slot_retriever(params), dev, r.thresholds, decoding, desc="dev episodes").mean(0)
 
+  def dev_evaluation(params) -> tuple[float, dict]:
+    per_threshold = dev_f1(params)
+    return float(per_threshold.max()), {"dev_f1_by_threshold": per_threshold.tolist()}
+
   results = {"fold": fold, "test_domain": domain, "dev_domain": dev[0]["domain"], "dev_episodes": len(dev),
              "test_episodes": len(test)}
-  params = model.params
+  params, best_f1 = model.params, None
   if r.train:
     utterances = source_utterances(load_episodes(builder, f"fold{fold}_train"))
     items = retriever_training.slot_items(model.tokenizer, utterances, config.model.max_length)
@@ -134,10 +137,12 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
              len(utterances), len(items.label_names))
     start = time.perf_counter()
     params, record = retriever_training.train(config, workdir, model, items, span=True,
-                                              evaluate=(lambda p: float(dev_f1(p).max())) if dev else None)
+                                              evaluate=dev_evaluation if dev else None)
+    best_f1 = (record.pop("best_details", None) or {}).get("dev_f1_by_threshold")
     results.update(training=record, train_seconds=round(time.perf_counter() - start, 1))
   start = time.perf_counter()
-  per_threshold = dev_f1(params)
+  # the kept encoder's development F1 was measured when it was kept; the untouched one's is measured here
+  per_threshold = np.array(best_f1) if best_f1 else dev_f1(params)
   threshold = float(r.thresholds[int(np.argmax(per_threshold))])
   results.update(threshold=threshold, dev_f1_by_threshold={f"{t:.2f}": round(float(f), 2)
                                                           for t, f in zip(r.thresholds, per_threshold)})
@@ -147,10 +152,8 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
   results.update(f1=round(float(f1.mean()), 2), f1_std=round(float(f1.std()), 2),
                  eval_seconds=round(time.perf_counter() - start, 1))
   if jax.process_index() == 0:
-    with open(workdir / "predictions.tsv", "w", encoding="utf-8") as f:
-      f.write("episode\tutterance\tgold\tpredicted\tpredicted_slots [label score <- retrieved span]\n")
-      for row in predictions:
-        f.write("\t".join(str(c).replace("\t", " ") for c in row) + "\n")
+    common.write_tsv(workdir / "predictions.tsv", ("episode", "utterance", "gold", "predicted",
+                                                   "predicted_slots [label score <- retrieved span]"), predictions)
     (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
   return results
 
@@ -169,7 +172,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   if config.model.max_length > model.config.max_length:
     raise config_checks.ConfigError(f"config.model.max_length: {config.model.max_length} exceeds the model's "
                                     f"{model.config.max_length} positions")
-  builder = base.prepare(common.prepared_builder(config))
+  builder = common.prepared_builder(config)
   rows = []
   for fold in config.data.folds:
     fold_dir = workdir / f"fold{fold}"

@@ -36,6 +36,7 @@ import numpy as np
 from fewshot_nlu import config_checks
 from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.evaluation.prototypes import label_means
 from fewshot_nlu.index import Index
 from fewshot_nlu.methods import common, retriever_training
 from fewshot_nlu.span_retriever import INFERENCE
@@ -110,9 +111,7 @@ def support_accuracy(encoder: SentenceEncoder, support: tuple[list[str], list[st
   vectors = encoder.encode(support[0])
   payloads = [{"text": t, "label": l} for t, l in zip(*support)]
   if inference == "prototype":
-    labels = sorted(set(support[1]))
-    owner = np.array(support[1])
-    vectors = np.stack([vectors[owner == l].mean(0) for l in labels])
+    labels, vectors = label_means(vectors, support[1])
     payloads = [{"text": f"<prototype of {l}>", "label": l} for l in labels]
   hits = Index.build(vectors, payloads, metric="dot", backend=backend).query(test_vectors, 1)
   predicted = np.array([h[0].payload["label"] for h in hits])
@@ -169,10 +168,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
              for t, g, h in zip(texts, test_labels[scored], hits)]
   results.update(accuracy=accuracy, eval_seconds=round(time.perf_counter() - start, 1))
   if jax.process_index() == 0:
-    with open(workdir / "predictions.tsv", "w", encoding="utf-8") as f:
-      f.write("support_set\ttext\tgold\tpredicted\tscore\tnearest_support_utterance\n")
-      for row in rows:
-        f.write("\t".join(str(c).replace("\t", " ") for c in row) + "\n")
+    common.write_tsv(workdir / "predictions.tsv", ("support_set", "text", "gold", "predicted", "score",
+                                                   "nearest_support_utterance"), rows)
     (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (workdir / "split.json").write_text(json.dumps({"source": source, "target": target}, indent=1) + "\n")
   log.info("accuracy: %s", accuracy)

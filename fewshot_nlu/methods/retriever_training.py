@@ -35,6 +35,7 @@ from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
 from fewshot_nlu.losses.batch_softmax import REDUCTIONS, batch_softmax_loss
 from fewshot_nlu.methods import common
+from fewshot_nlu.span_retriever import labelled_spans, pieces_ok
 from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,6 @@ def _label_ids(labels: Sequence[str]) -> tuple[np.ndarray, list[str]]:
 def slot_items(tokenizer, utterances: Sequence[dict], max_length: int) -> SpanItems:
   """One item per gold slot span of ``utterances`` (``{"tokens", "tags"}``); spans cut by truncation are
   dropped."""
-  from fewshot_nlu.span_retriever import labelled_spans, pieces_ok
   encoded = tokenizer.encode_words([u["tokens"] for u in utterances], max_length)
   ids, first, last, labels = [], [], [], []
   for u, (token_ids, pieces) in zip(utterances, encoded):
@@ -137,9 +137,10 @@ def read_best(workdir: pathlib.Path) -> dict | None:
 
 
 def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: SpanItems, *, span: bool,
-          evaluate: Callable[[dict], float] | None) -> tuple[dict, dict]:
+          evaluate: Callable[[dict], tuple[float, dict]] | None) -> tuple[dict, dict]:
   """Trains the encoder on ``items``; returns (the encoder params to use, a record of the training). With
-  ``evaluate`` those are the best-scoring params (exported in ``<workdir>/best``), else the final ones."""
+  ``evaluate(params) -> (score, details)`` those are the best-scoring params (exported in ``<workdir>/best``),
+  and the record's ``best_details`` are that evaluation's details; else the final params."""
   if jax.process_count() > 1:
     raise NotImplementedError("Retriever training builds the whole per-label batch on one host; multi-host "
                               "runs need each process to take its slice of the plan's batches")
@@ -152,15 +153,15 @@ def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: Sp
   params = {"encoder": model.params}
   axes = {"encoder": transformer.logical_axes(model.config)}
   writer = MetricWriter(workdir)
-  best = read_best(workdir) or {"score": -math.inf, "step": None}
+  best = read_best(workdir) or {"score": -math.inf, "step": None, "details": None}
   evaluations_since_best = [0]
 
   def callback(step, state):
     encoder = jax.device_get(state.params["encoder"])
-    score = float(evaluate(encoder))
+    score, details = evaluate(encoder)
     writer.write(step, {"dev_score": score}, prefix="eval/")
     if score > best["score"]:
-      best.update(score=score, step=step)
+      best.update(score=float(score), step=step, details=details)
       evaluations_since_best[0] = 0
       if jax.process_index() == 0:
         pretrained.save_pretrained(workdir / BEST, model.config, encoder, model.tokenizer)
@@ -179,5 +180,5 @@ def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: Sp
   record = {"steps": steps, "labels": num_labels, "items": len(items), "global_batch": batch}
   if evaluate is None:
     return trained["encoder"], record
-  record.update(best_step=best["step"], best_dev_score=round(best["score"], 2))
+  record.update(best_step=best["step"], best_dev_score=round(best["score"], 2), best_details=best["details"])
   return pretrained.load_pretrained(str(workdir / BEST)).params, record
