@@ -46,6 +46,9 @@ def require_value_in(field: str, value: Any, choices: Iterable[str]) -> None:
 
 
 def require_dir(config, field: str, *must_contain: str, hint: str = "") -> pathlib.Path:
+  if "://" in str(get(config, field)):
+    raise ConfigError(f"config.{field}: {get(config, field)!r} is a remote URL; datasets are read from local "
+                      "disk (on Cloud TPU, launch/setup_workers.sh --data gs://... copies them to every worker)")
   path = pathlib.Path(get(config, field)).expanduser()
   if not path.is_dir():
     raise ConfigError(f"config.{field}: directory {str(path)!r} does not exist{hint}")

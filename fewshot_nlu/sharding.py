@@ -156,6 +156,20 @@ def global_batch(host_batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax
   return out
 
 
+def process_share(num_items: int, process_index: int | None = None, process_count: int | None = None
+                  ) -> np.ndarray:
+  """The item indices this process reads: every ``process_count``-th item from ``process_index``, cut to the
+  same count on every process (the ``num_items % process_count`` last items are left out), so the processes
+  see disjoint data and take the same number of steps (a process running out first would hang the others in
+  the next collective). One process: every item."""
+  index = jax.process_index() if process_index is None else process_index
+  count = jax.process_count() if process_count is None else process_count
+  per_process = num_items // count
+  if per_process == 0:
+    raise ValueError(f"{num_items} items cannot be shared by {count} processes")
+  return np.arange(index, per_process * count, count)
+
+
 def place(tree: Any, shardings: Any) -> Any:
   """Host arrays (identical on every process) -> global arrays with ``shardings``; each device receives
   only its shard, so this also works multi-host and for params larger than one device."""

@@ -13,6 +13,10 @@ Evaluation: response selection on the held-out split, R@1 among 100 candidates (
 others of the same group). The exported encoder (``export/``) is the input LM of Stage 2
 (``--config.model.name=<workdir>/export``).
 
+Pods (``configs/convfit_stage1_reddit.py``): each process reads its own disjoint, equal-sized share of the
+pairs (``sharding.process_share``) and feeds its slice of the global batch; ``--workdir`` may be ``gs://``
+(checkpoints, metrics, TensorBoard, export and results are all written there).
+
 Deviation (scale): the paper trains 2 epochs at batch 256 on ~2% of Reddit; on CPU the config's
 ``train.max_steps`` caps the run (see bench/results/convfit.md for what was run).
 """
@@ -26,7 +30,7 @@ import pathlib
 import jax
 import ml_collections
 
-from fewshot_nlu import config_checks
+from fewshot_nlu import config_checks, sharding, workdirs
 from fewshot_nlu.data import batching, builders
 from fewshot_nlu.data.builders import base
 from fewshot_nlu.data.stream import EpochStream
@@ -42,6 +46,7 @@ from fewshot_nlu.train.metrics import MetricWriter
 log = logging.getLogger(__name__)
 
 SOURCES = ("dialogue_pairs", "reddit_conversational")
+REMOTE_WORKDIR = True  # every file of the run goes through orbax / epath / tensorboardX (see main.run)
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
@@ -102,26 +107,29 @@ def make_loss(cfg: transformer.EncoderConfig, config):
   return loss_fn, (grads_fn if config.loss.cache_chunks else None)
 
 
-def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
+def run(config: ml_collections.ConfigDict, workdir: pathlib.Path | workdirs.epath.Path) -> dict:
   builder = _builder(config)
   model = pretrained.load_pretrained(config.model.name)
   tok = model.tokenizer
   separator = tok.separator
   contexts, responses = base.read_text_pairs(builder, config.data.train_split, separator)
-  log.info("stage 1: %d (context, response) pairs from %s/%s", len(contexts), config.data.builder,
-           config.data.train_split)
+  share = sharding.process_share(len(contexts))
+  log.info("stage 1: %d (context, response) pairs from %s/%s; process %d of %d trains on %d of them",
+           len(contexts), config.data.builder, config.data.train_split, jax.process_index(), jax.process_count(),
+           len(share))
+  contexts, responses = [contexts[i] for i in share], [responses[i] for i in share]
   mesh, host_batch = common.mesh_and_host_batch(config)
   buckets = batching.length_buckets(config.model.max_length)
   stream = EpochStream(len(contexts), host_batch,
                        batching.pair_batcher(tok.encode(contexts, config.model.max_length),
                                     tok.encode(responses, config.model.max_length), buckets, tok.pad_id),
-                       seed=config.seed + jax.process_index())
+                       seed=config.seed)
   writer = MetricWriter(workdir)
   loss_fn, grads_fn = make_loss(model.config, config)
   params, steps = common.train(config, workdir, model.params, transformer.logical_axes(model.config), loss_fn,
                                stream, mesh, writer, grads_fn=grads_fn)
   epoch_steps = stream.total_steps(config.train.epochs)
-  results = {"pairs": len(contexts), "steps": steps, "epochs_run": round(steps / max(epoch_steps, 1)
+  results = {"pairs": len(contexts) * jax.process_count(), "steps": steps, "epochs_run": round(steps / max(epoch_steps, 1)
                                                                            * config.train.epochs, 3)}
   if config.data.eval_split:
     held_c, held_r = base.read_text_pairs(builder, config.data.eval_split, separator)
@@ -138,11 +146,11 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     if config.eval.before_training:
       results["before_training"] = evaluate(model.params)
   if jax.process_index() == 0:
-    export = workdir / "export"
-    pretrained.save_pretrained(export, model.config, params, tok, model.heads)
-    (export / STAGE1_MARKER).write_text(json.dumps(
-        {"base_model": config.model.name, "data": f"{config.data.builder}/{config.data.train_split}",
-         "steps": steps, "batch_size": config.train.batch_size}, indent=1) + "\n")
+    with workdirs.local_folder(workdir / "export") as export:
+      pretrained.save_pretrained(export, model.config, params, tok, model.heads)
+      (export / STAGE1_MARKER).write_text(json.dumps(
+          {"base_model": config.model.name, "data": f"{config.data.builder}/{config.data.train_split}",
+           "steps": steps, "batch_size": config.train.batch_size}, indent=1) + "\n")
   results.update(method=config.method, dataset=config.data.builder, model=config.model.name)
   writer.write(steps, {k: v for k, v in results.items() if k.startswith("r1") or k == "mrr"}, prefix="eval/")
   writer.close()
