@@ -129,8 +129,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path | workdirs.epat
   params, steps = common.train(config, workdir, model.params, transformer.logical_axes(model.config), loss_fn,
                                stream, mesh, writer, grads_fn=grads_fn)
   epoch_steps = stream.total_steps(config.train.epochs)
-  results = {"pairs": len(contexts) * jax.process_count(), "steps": steps, "epochs_run": round(steps / max(epoch_steps, 1)
-                                                                           * config.train.epochs, 3)}
+  results = {"pairs": len(contexts) * jax.process_count(), "steps": steps,
+             "epochs_run": round(steps / max(epoch_steps, 1) * config.train.epochs, 3)}
   if config.data.eval_split:
     held_c, held_r = base.read_text_pairs(builder, config.data.eval_split, separator)
     keep = fixed_subset(len(held_c), config.eval.max_pairs)
