@@ -151,3 +151,11 @@ tpu_ssh_all() {
   # Runs a command line on every worker of the TPU at once (it is parsed by the worker's login shell).
   tpu_cmd ssh --worker=all "--command=$1"
 }
+
+# parse_common_opt, and a usage error for an option that is neither the script's own nor a common one.
+parse_common_opt_or_die() {
+  parse_common_opt "$@"
+  if [[ "${COMMON_SHIFT}" -eq 0 ]]; then
+    die_usage "unknown option: $1"
+  fi
+}

@@ -93,10 +93,7 @@ while [[ $# -gt 0 ]]; do
       shift
       ;;
     *)
-      parse_common_opt "$@"
-      if [[ "${COMMON_SHIFT}" -eq 0 ]]; then
-        die_usage "unknown option: $1"
-      fi
+      parse_common_opt_or_die "$@"
       shift "${COMMON_SHIFT}"
       ;;
   esac
