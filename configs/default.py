@@ -36,6 +36,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train = ml_collections.ConfigDict()
   config.train.batch_size = 32  # global batch
   config.train.epochs = 1
+  config.train.max_steps = 0  # > 0: stop after this many steps (the schedule spans them); every method honours it
   config.train.learning_rate = 2e-5
   config.train.warmup_fraction = 0.1
   config.train.decay = "linear"
