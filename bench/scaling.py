@@ -191,7 +191,7 @@ def measured_comm_bytes(rows: list[dict], params: int) -> tuple[float, str]:
 
 def projection(rows: list[dict]) -> list[str]:
   from fewshot_nlu.encoders import pretrained
-  cfg = pretrained.load_pretrained("minilm-l6").config
+  cfg = pretrained.load_config("minilm-l6")
   params = rows[0]["params"] if rows else 22_700_000
   flops = train_flops(cfg, POD_BATCH, POD_SEQ)["train"]
   comm_bytes, comm_source = measured_comm_bytes(rows, params)

@@ -7,6 +7,8 @@ from typing import Any, Iterable
 
 import ml_collections
 
+from fewshot_nlu import workdirs
+
 
 class ConfigError(ValueError):
   pass
@@ -46,7 +48,7 @@ def require_value_in(field: str, value: Any, choices: Iterable[str]) -> None:
 
 
 def require_dir(config, field: str, *must_contain: str, hint: str = "") -> pathlib.Path:
-  if "://" in str(get(config, field)):
+  if workdirs.is_remote(str(get(config, field))):
     raise ConfigError(f"config.{field}: {get(config, field)!r} is a remote URL; datasets are read from local "
                       "disk (on Cloud TPU, launch/setup_workers.sh --data gs://... copies them to every worker)")
   path = pathlib.Path(get(config, field)).expanduser()

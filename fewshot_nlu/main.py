@@ -41,16 +41,13 @@ def run(config, workdir: str | pathlib.Path) -> dict:
   """Validates the config (before any compile), records it in the workdir, and runs the method."""
   from fewshot_nlu.config_checks import ConfigError
   from fewshot_nlu.methods import get_method
-  method = get_method(config.method)
-  method.validate(config)  # fails before anything is compiled (it may prepare dataset files)
   from fewshot_nlu import workdirs
-  if workdirs.is_remote(workdir):
-    if not getattr(method, "REMOTE_WORKDIR", False):
-      raise ConfigError(f"--workdir={workdir}: method {config.method!r} writes its workdir locally; use a local "
-                        "--workdir and copy it (gcloud storage rsync), or convfit_stage1, which writes gs:// itself")
-    workdir = workdirs.as_path(workdir)
-  else:
-    workdir = pathlib.Path(workdir)
+  method = get_method(config.method)
+  if workdirs.is_remote(workdir) and not getattr(method, "REMOTE_WORKDIR", False):
+    raise ConfigError(f"--workdir={workdir}: method {config.method!r} writes its workdir locally; use a local "
+                      "--workdir and copy it (gcloud storage rsync), or convfit_stage1, which writes gs:// itself")
+  method.validate(config)  # fails before anything is compiled (it may prepare dataset files)
+  workdir = workdirs.as_path(workdir) if workdirs.is_remote(workdir) else pathlib.Path(workdir)
   setup_jax(config)
   import jax
   if jax.process_index() == 0:

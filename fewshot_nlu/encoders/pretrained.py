@@ -213,14 +213,23 @@ def params_from_hf_tensors(cfg: transformer.EncoderConfig, tensors: dict[str, np
   return flax.traverse_util.unflatten_dict(flat), heads
 
 
+def _read_config(directory: pathlib.Path) -> transformer.EncoderConfig:
+  config_path = directory / "config.json"
+  try:
+    return transformer.EncoderConfig.from_hf(json.loads(config_path.read_text()))
+  except (KeyError, ValueError) as e:
+    raise PretrainedError(f"{config_path}: {e}") from e
+
+
+def load_config(source: str = DEFAULT_MODEL) -> transformer.EncoderConfig:
+  """Only the architecture of a checkpoint (its ``config.json``), without reading the weights."""
+  return _read_config(resolve_model_dir(source))
+
+
 def load_pretrained(source: str = DEFAULT_MODEL) -> Pretrained:
   """Loads config, params (numpy, on host) and tokenizer of a BERT/RoBERTa-family checkpoint."""
   directory = resolve_model_dir(source)
-  config_path = directory / "config.json"
-  try:
-    cfg = transformer.EncoderConfig.from_hf(json.loads(config_path.read_text()))
-  except (KeyError, ValueError) as e:
-    raise PretrainedError(f"{config_path}: {e}") from e
+  cfg = _read_config(directory)
   params, heads = params_from_hf_tensors(cfg, _read_tensors(directory), where=str(directory))
   return Pretrained(cfg, params, Tokenizer.from_dir(directory), heads, source, directory)
 

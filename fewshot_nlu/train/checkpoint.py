@@ -11,13 +11,15 @@ from typing import Any
 
 import orbax.checkpoint as ocp
 
+from fewshot_nlu import workdirs
+
 
 class Checkpointer:
 
   def __init__(self, workdir: str | pathlib.Path, save_every: int, keep: int = 2,
                async_save: bool = True):
-    directory = pathlib.Path(workdir).absolute() / "checkpoints" if "://" not in str(workdir) \
-        else f"{workdir}/checkpoints"
+    directory = f"{workdir}/checkpoints" if workdirs.is_remote(workdir) \
+        else pathlib.Path(workdir).absolute() / "checkpoints"
     self.manager = ocp.CheckpointManager(
         directory,
         options=ocp.CheckpointManagerOptions(

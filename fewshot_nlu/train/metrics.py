@@ -23,7 +23,8 @@ class MetricWriter:
   def __init__(self, workdir: str | pathlib.Path, tensorboard: bool = True):
     self.enabled = jax.process_index() == 0
     self.remote = workdirs.is_remote(workdir)
-    self.path = workdirs.as_path(workdir) / "metrics.jsonl"
+    root = workdirs.as_path(workdir)
+    self.path = root / "metrics.jsonl"
     self._tb = None
     if self.enabled:
       self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -33,7 +34,7 @@ class MetricWriter:
       self._file = None if self.remote else open(self.path, "a", encoding="utf-8")
       if tensorboard:
         from tensorboardX import SummaryWriter
-        self._tb = SummaryWriter(str(workdirs.as_path(workdir) / "tensorboard"))
+        self._tb = SummaryWriter(str(root / "tensorboard"))
 
   def truncate_after(self, step: int) -> None:
     """Drops JSONL lines logged after ``step`` (by a run that died before its next checkpoint), so a resumed
