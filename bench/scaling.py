@@ -92,7 +92,7 @@ def measure(setting: str, devices: int, batch: int, mesh: dict, steps: int) -> d
   from configs import convfit_stage1_reddit
   from fewshot_nlu import sharding
   from fewshot_nlu.encoders import pretrained, transformer
-  from fewshot_nlu.methods import convfit_stage1
+  from fewshot_nlu.methods.convfit import stage1 as convfit_stage1
   from fewshot_nlu.train.setup import build_training
 
   assert jax.device_count() == devices, (jax.device_count(), devices)

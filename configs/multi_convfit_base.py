@@ -13,7 +13,7 @@ decay 0.02, batch 32, max length 128, 10 epochs low-data / 3 high-data, learning
 outputs, BCE with Eq. (1) label smoothing ls = 0.95, AdamW 3e-3, warm-up 0.1, weight decay 0.02, 600 epochs,
 batch 32, threshold theta = 0.3. Deviations: ``stage2.sampling`` defaults to "fast" (all in-batch pairs of
 shuffled utterance batches, 4x as many utterance epochs) rather than §2.1's pair sets ("paper"), see
-fewshot_nlu/methods/multi_convfit.py;
+fewshot_nlu/methods/multi_convfit/train.py;
 the classifier's learning-rate decay after warm-up is not stated in the paper: cosine, as for specialisation.
 """
 

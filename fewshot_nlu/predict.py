@@ -28,10 +28,10 @@ def read_examples(path: pathlib.Path) -> tuple[list[str], list[str]]:
 def load_model(directory: str):
   """The model exported in ``directory``: a QAID model (``qaid.json``: intent names retrieved by late
   interaction) or a k-NN / MLP ``IntentModel``."""
-  from fewshot_nlu import qaid_model
+  from fewshot_nlu.methods.qaid import model as qaid_model
   if (pathlib.Path(directory) / qaid_model.META_FILE).exists():
     return qaid_model.QAIDModel.load(directory)
-  from fewshot_nlu.intent_model import IntentModel
+  from fewshot_nlu.models.intent_model import IntentModel
   return IntentModel.load(directory)
 
 

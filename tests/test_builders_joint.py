@@ -3,8 +3,8 @@ BIO helpers, and file:line errors for a user's malformed folder."""
 
 import pytest
 
+from fewshot_nlu.data.bio import bio_spans, validate_bio
 from fewshot_nlu.data.builders import base, get_builder
-from fewshot_nlu.data.builders.joint import bio_spans, validate_bio
 from tests.conftest import SHARED_DATA
 
 # Counts from shared/data/SNIPS_BIO/PROVENANCE.md and MixATIS_clean/PROVENANCE.md.

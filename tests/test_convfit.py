@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from configs import convfit_base
+from configs import convfit_stage1 as stage1_config
 from fewshot_nlu import main, predict, sharding
 from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.data import batching, samplers
@@ -17,14 +19,12 @@ from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.heads import projection as projection_head
-from fewshot_nlu.intent_model import IntentModel, Neighbour, vote
 from fewshot_nlu.losses import pairs as pair_losses
-from fewshot_nlu.methods import convfit
+from fewshot_nlu.methods.convfit import stage2 as convfit
+from fewshot_nlu.models.intent_model import IntentModel, Neighbour, vote
+from fewshot_nlu.train import specialisation
 from tests import tiny
 from tests.test_main import _toy_dataset
-
-from configs import convfit_base, convfit_stage1 as stage1_config
-
 
 # ------------------------------------------------------------------------------------------- batching
 
@@ -48,7 +48,7 @@ def _stage2_setup(tiny_bert_dir, loss="ocl"):
   config.train.batch_size = 8
   config.stage2.examples_per_class = 2
   config.model.max_length = 32
-  params, axes = convfit.stage2_params(model.params, model.config, config)
+  params, axes = specialisation.stage2_params(model.params, model.config, config)
   split = convfit.IntentSplit(tiny.CORPUS, [f"l{i % 4}" for i in range(12)], "toy")
   return model, config, params, axes, split
 
@@ -59,9 +59,9 @@ def test_fast_loss_is_the_pair_loss_over_all_in_batch_pairs(tiny_bert_dir):
   stream = convfit.fast_stream(split, {f"l{i}": i for i in range(4)}, model.tokenizer, config, 8, mesh)
   batch = next(stream)
   rng = jax.random.key(3)
-  loss, aux = convfit.make_loss_fn(model.config, config)(params, batch, rng)
+  loss, aux = specialisation.make_loss_fn(model.config, config)(params, batch, rng)
   # reference: embed each length group with the same dropout key, then the loss over explicit pairs
-  embed = convfit.embed_fn(model.config, config)
+  embed = specialisation.embed_fn(model.config, config)
   vectors = tiny.embed_length_groups(embed, params, batch, rng)
   first, second = zip(*[(i, j) for i in range(8) for j in range(i + 1, 8)])
   first, second = np.array(first), np.array(second)
@@ -75,7 +75,7 @@ def test_fast_loss_is_the_pair_loss_over_all_in_batch_pairs(tiny_bert_dir):
 @pytest.mark.parametrize("loss", ["ocl", "cos", "smax"])
 def test_fast_loss_sharded_equals_single_device(tiny_bert_dir, loss):
   model, config, params, axes, split = _stage2_setup(tiny_bert_dir, loss)
-  loss_fn = convfit.make_loss_fn(model.config, config)
+  loss_fn = specialisation.make_loss_fn(model.config, config)
   tiny.assert_sharded_loss_equals_single_device(
       params, axes, loss_fn,
       lambda mesh: next(convfit.fast_stream(split, {f"l{i}": i for i in range(4)}, model.tokenizer, config, 8, mesh)))
@@ -85,7 +85,7 @@ def test_paper_stream_pads_each_side_to_its_own_bucket(tiny_bert_dir):
   model, config, *_ , split = _stage2_setup(tiny_bert_dir)
   config.stage2.sampling, config.stage2.negatives = "paper", 1
   pairs = samplers.convfit_pairs(split.labels, config.stage2.negatives, seed=config.seed)
-  stream = convfit.paper_stream(split.texts, pairs, model.tokenizer, config, 8)
+  stream = specialisation.paper_stream(split.texts, pairs, model.tokenizer, config, 8)
   # 4 labels x 3 examples: 4 * C(3, 2) = 12 positives, each with 2n = 2 negatives
   assert stream.num_items == 12 * 3
   batch = next(stream)

@@ -9,6 +9,7 @@ import jax
 import numpy as np
 import pytest
 
+from configs import dse_eval, dse_pretrain
 from fewshot_nlu import main
 from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.data import batching
@@ -16,13 +17,10 @@ from fewshot_nlu.data.builders.dialogue import DialoguePairsConfig, is_heldout
 from fewshot_nlu.encoders import pooling, pretrained, transformer
 from fewshot_nlu.evaluation import prototypes
 from fewshot_nlu.evaluation.response_selection import response_selection, true_response_ranks
-from fewshot_nlu.heads import contrastive as contrastive_head
-from fewshot_nlu.losses.contrastive import hard_negative_loss
-from fewshot_nlu.methods import dse
+from fewshot_nlu.methods.dse import head as contrastive_head
+from fewshot_nlu.methods.dse import train as dse
+from fewshot_nlu.methods.dse.losses import hard_negative_loss
 from tests import tiny
-
-from configs import dse_eval, dse_pretrain
-
 
 # ------------------------------------------------------------------------------------------- metrics
 

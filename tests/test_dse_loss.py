@@ -4,10 +4,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from fewshot_nlu import sharding
-from fewshot_nlu.losses.contrastive import hard_negative_loss
+from fewshot_nlu.methods.dse.losses import hard_negative_loss
 
 
 def numpy_eq123(first, second, tau, valid=None, weighted=True):

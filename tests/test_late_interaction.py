@@ -5,11 +5,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from fewshot_nlu import sharding
-from fewshot_nlu.late_interaction import maxsim_scores, token_vectors
-from fewshot_nlu.losses.supcon import supcon_loss
+from fewshot_nlu.methods.qaid.late_interaction import maxsim_scores, token_vectors
+from fewshot_nlu.methods.qaid.losses import supcon_loss
 
 
 def _tokens(rng, b, length, d=8):

@@ -10,17 +10,18 @@ import jax
 import numpy as np
 import pytest
 
-from fewshot_nlu import main, multilabel, sharding
+from configs import multi_convfit_base
+from fewshot_nlu import main, sharding
 from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.encoders import adapters, pretrained, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.losses import pairs as pair_losses
-from fewshot_nlu.methods import convfit, multi_convfit
-from fewshot_nlu.multilabel_model import MultiLabelModel
+from fewshot_nlu.methods.multi_convfit import labels as multilabel
+from fewshot_nlu.methods.multi_convfit import train as multi_convfit
+from fewshot_nlu.methods.multi_convfit.model import MultiLabelModel
+from fewshot_nlu.train import specialisation
 from tests import tiny
-
-from configs import multi_convfit_base
 
 SETS = [("a",), ("a", "b"), ("b",), ("c",), (), ("b", "c"), ("a",), ("c",), ("b",), ("a", "c"), ("b",), ("c",)]
 
@@ -32,14 +33,14 @@ def _setup(tiny_bert_dir, mode="fft"):
   config = multi_convfit_base.get_config("joint_nlu_folder", "", f"low,{mode}")
   config.train.batch_size = 8
   config.model.max_length = 32
-  params, axes = convfit.stage2_params(model.params, model.config, config)
+  params, axes = specialisation.stage2_params(model.params, model.config, config)
   return model, config, params, axes
 
 
 def test_in_batch_positive_is_label_set_intersection():
   sets = multilabel.multi_hot(SETS, ["a", "b", "c"])
-  first, second = convfit.all_pairs(len(SETS))
-  got = np.asarray(convfit.in_batch_positive({"label_sets": sets}, first, second))
+  first, second = specialisation.all_pairs(len(SETS))
+  got = np.asarray(specialisation.in_batch_positive({"label_sets": sets}, first, second))
   expected = [bool(set(SETS[i]) & set(SETS[j])) for i, j in zip(first, second)]
   np.testing.assert_array_equal(got, expected)
   assert not got[[k for k, (i, j) in enumerate(zip(first, second)) if 4 in (i, j)]].any()  # no labels: never
@@ -49,11 +50,11 @@ def test_multilabel_fast_loss_is_ocl_over_intersecting_pairs(tiny_bert_dir):
   model, config, params, _ = _setup(tiny_bert_dir)
   mesh = sharding.make_mesh({"data": 1})
   sets = multilabel.multi_hot(SETS, ["a", "b", "c"])
-  stream = convfit.in_batch_stream(tiny.CORPUS, {"label_sets": sets}, model.tokenizer, config, 8, mesh)
+  stream = specialisation.in_batch_stream(tiny.CORPUS, {"label_sets": sets}, model.tokenizer, config, 8, mesh)
   batch = next(stream)
   rng = jax.random.key(1)
-  loss, _ = convfit.make_loss_fn(model.config, config)(params, batch, rng)
-  embed = convfit.embed_fn(model.config, config)
+  loss, _ = specialisation.make_loss_fn(model.config, config)(params, batch, rng)
+  embed = specialisation.embed_fn(model.config, config)
   vectors = tiny.embed_length_groups(embed, params, batch, rng)
   rows = [tuple(np.flatnonzero(r)) for r in batch["label_sets"]]
   first, second = np.triu_indices(8, k=1)
@@ -65,10 +66,11 @@ def test_multilabel_fast_loss_is_ocl_over_intersecting_pairs(tiny_bert_dir):
 def test_adapter_loss_sharded_equals_single_device_and_reaches_only_adapters(tiny_bert_dir):
   model, config, params, axes = _setup(tiny_bert_dir, "adapter")
   sets = multilabel.multi_hot(SETS, ["a", "b", "c"])
-  loss_fn = convfit.make_loss_fn(model.config, config)
+  loss_fn = specialisation.make_loss_fn(model.config, config)
   _, grads = tiny.assert_sharded_loss_equals_single_device(
       params, axes, loss_fn,
-      lambda mesh: next(convfit.in_batch_stream(tiny.CORPUS, {"label_sets": sets}, model.tokenizer, config, 8, mesh)))
+      lambda mesh: next(specialisation.in_batch_stream(tiny.CORPUS, {"label_sets": sets}, model.tokenizer, config, 8,
+                                                       mesh)))
   base_grads, adapter_grads = adapters.split(grads["encoder"])
   assert all(not np.any(g) for g in jax.tree.leaves(base_grads))
   assert any(np.any(g) for g in jax.tree.leaves(adapter_grads))

@@ -10,20 +10,20 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fewshot_nlu import late_interaction, main, predict
-from fewshot_nlu.bm25 import BM25
+from configs import qaid_banking77, qaid_pretrain
+from fewshot_nlu import main, predict
 from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.data import masking
 from fewshot_nlu.encoders import pretrained, transformer
 from fewshot_nlu.heads import mlm as mlm_head
 from fewshot_nlu.heads import projection as projection_head
-from fewshot_nlu.losses.supcon import npairs_loss, pairwise_softmax_loss, supcon_loss
-from fewshot_nlu.methods import qaid
-from fewshot_nlu.qaid_model import QAIDModel, intent_name, read_intent_descriptions
+from fewshot_nlu.methods.qaid import late_interaction
+from fewshot_nlu.methods.qaid import train as qaid
+from fewshot_nlu.methods.qaid.bm25 import BM25
+from fewshot_nlu.methods.qaid.losses import npairs_loss, pairwise_softmax_loss, supcon_loss
+from fewshot_nlu.methods.qaid.model import QAIDModel, intent_name, read_intent_descriptions
 from tests import tiny
 from tests.test_dse import _toy_data
-
-from configs import qaid_banking77, qaid_pretrain
 
 MASK, CLS, SEP, PAD, VOCAB = 4, 2, 3, 0, 50
 

@@ -9,14 +9,21 @@ import pathlib
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from fewshot_nlu.span_decoding import (
+  Candidate,
+  beam_search,
+  decode,
+  enumerate_spans,
+  filter_candidates,
+  merge_consecutive,
+  to_bio,
+)
 
 from fewshot_nlu.encoders import pretrained, transformer
 from fewshot_nlu.evaluation.span_f1 import SpanCounts
-from fewshot_nlu.losses.batch_softmax import batch_softmax_loss, reduce_label_scores
-from fewshot_nlu.methods import retriever_training
-from fewshot_nlu.span_decoding import (Candidate, beam_search, decode, enumerate_spans, filter_candidates,
-                                       merge_consecutive, to_bio)
-from fewshot_nlu.span_retriever import SlotRetriever, SpanEncoder
+from fewshot_nlu.methods.retriever import training as retriever_training
+from fewshot_nlu.methods.retriever.losses import batch_softmax_loss, reduce_label_scores
+from fewshot_nlu.methods.retriever.spans import SlotRetriever, SpanEncoder
 from tests import tiny
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -292,7 +299,7 @@ def test_snips_protocol_end_to_end(tiny_bert_dir, tmp_path, capsys):
 # ------------------------------------------------------------------------------------- CLINC protocol
 
 def test_intent_split_and_shots():
-  from fewshot_nlu.methods.retriever_intents import sample_shots, split_intents
+  from fewshot_nlu.methods.retriever.intents import sample_shots, split_intents
   categories = {f"c{k}": [f"c{k}_i{j}" for j in range(15)] for k in range(10)}
   source, target = split_intents(categories, 5, 15, seed=0)
   assert len(source) == 75 and len(target) == 75 and not set(source) & set(target)

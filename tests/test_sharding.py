@@ -5,14 +5,13 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
+from configs import default as default_config
 from fewshot_nlu import sharding
 from fewshot_nlu.encoders import pretrained, transformer
-from fewshot_nlu.methods import intent_mneg
+from fewshot_nlu.methods import baseline as intent_mneg
 from fewshot_nlu.train.setup import build_training
 from fewshot_nlu.train.step import loss_and_grads, step_rng
 from tests import tiny
-
-from configs import default as default_config
 
 
 def test_make_mesh_sizes_and_errors():

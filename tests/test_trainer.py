@@ -7,17 +7,16 @@ import numpy as np
 import optax
 import pytest
 
+from configs import default as default_config
 from fewshot_nlu import sharding
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pretrained, transformer
-from fewshot_nlu.methods import intent_mneg
+from fewshot_nlu.methods import baseline as intent_mneg
 from fewshot_nlu.train import loop, optimizer
 from fewshot_nlu.train.checkpoint import Checkpointer
 from fewshot_nlu.train.metrics import MetricWriter
 from fewshot_nlu.train.setup import build_training
 from tests import tiny
-
-from configs import default as default_config
 
 
 def test_schedules():

@@ -1,9 +1,10 @@
-"""Small user-written TSV files: labelled examples (``text<TAB>label``), intent descriptions
-(``label<TAB>description``). Errors name the file and line."""
+"""TSV files: reading small user-written ones (labelled examples ``text<TAB>label``, intent descriptions
+``label<TAB>description``; errors name the file and line), and writing a run's predictions files."""
 
 from __future__ import annotations
 
 import pathlib
+from typing import Sequence
 
 
 def read_two_columns(path: str | pathlib.Path, columns: tuple[str, str]) -> list[tuple[str, str, int]]:
@@ -21,3 +22,15 @@ def read_two_columns(path: str | pathlib.Path, columns: tuple[str, str]) -> list
         raise ValueError(f"{path}, line {number}: expected '{columns[0]}<TAB>{columns[1]}', got {line!r}")
       rows.append((fields[0], fields[1], number))
   return rows
+
+
+def _cell(text: str) -> str:
+  return text.replace("\t", " ").replace("\n", " ")
+
+
+def write_tsv(path: pathlib.Path, header: Sequence[str], rows) -> None:
+  """A header line and one line per row, every cell ``str``-ed and cleaned of tabs and newlines."""
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\t".join(header) + "\n")
+    for row in rows:
+      f.write("\t".join(_cell(str(c)) for c in row) + "\n")

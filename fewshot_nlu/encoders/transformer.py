@@ -33,6 +33,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}  # config.model.dtype -> compute dtype
+
 ACTIVATIONS = {
     "gelu": lambda x: nn.gelu(x, approximate=False),  # HF "gelu" is the exact erf form
     "gelu_new": lambda x: nn.gelu(x, approximate=True),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from fewshot_nlu.data.builders.joint import bio_spans
+from fewshot_nlu.data.bio import bio_spans
 
 
 @dataclasses.dataclass

@@ -30,11 +30,11 @@ import numpy as np
 
 from fewshot_nlu import config_checks
 from fewshot_nlu.data import builders
+from fewshot_nlu.data import splits as data_splits
 from fewshot_nlu.data.builders import base, dialogue
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.evaluation import prototypes
 from fewshot_nlu.evaluation.response_selection import response_selection
-from fewshot_nlu.methods import common
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +68,15 @@ def _sub_config(config, builder: str) -> ml_collections.ConfigDict:
 
 def _intent_builder(config, name: str, oos: bool = False):
   sub = _sub_config(config, name)
-  builder = common.prepared_builder(sub)
-  splits = [config.suite.support_split, config.suite.eval_split] + ([f"oos_{config.suite.eval_split}"] if oos
+  builder = data_splits.prepared_builder(sub)
+  names = [config.suite.support_split, config.suite.eval_split] + ([f"oos_{config.suite.eval_split}"] if oos
                                                                      else [])
-  common.require_splits(sub, builder, "suite", splits)
+  data_splits.require_splits(sub, builder, "suite", names)
   return sub, builder
 
 
 def _pairs_builder(config, pairing: str):
-  return common.dialogue_pairs_builder(config, pairing, "suite.response_split")
+  return data_splits.dialogue_pairs_builder(config, pairing, "suite.response_split")
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
@@ -116,8 +116,8 @@ def prototype_tasks(encoder: SentenceEncoder, config, name: str) -> dict[str, An
   s = config.suite
   with_oos = name == s.oos_dataset
   sub, builder = _intent_builder(config, name, oos=with_oos)
-  pool = common.read_split(sub, s.support_split, builder)
-  test = common.read_split(sub, s.eval_split, builder)
+  pool = data_splits.read_split(sub, s.support_split, builder)
+  test = data_splits.read_split(sub, s.eval_split, builder)
   keep = fixed_subset(len(test.texts), s.max_eval)
   test_texts, test_labels = [test.texts[i] for i in keep], [test.labels[i] for i in keep]
   supports = {(int(k), r): prototypes.sample_support(pool.labels, int(k), s.seed + r)
@@ -130,7 +130,7 @@ def prototype_tasks(encoder: SentenceEncoder, config, name: str) -> dict[str, An
   results: dict[str, Any] = {"num_test": len(test_texts), "num_intents": len(set(pool.labels))}
   oos_vectors, oos_count = None, 0
   if with_oos:
-    oos = common.read_split(sub, f"oos_{s.eval_split}", builder)
+    oos = data_splits.read_split(sub, f"oos_{s.eval_split}", builder)
     oos_keep = fixed_subset(len(oos.texts), s.max_eval)
     oos_vectors = encoder.encode([oos.texts[i] for i in oos_keep], show_progress=True)
     oos_count = len(oos_keep)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import importlib
 
 METHODS = {
-    "intent_mneg": "fewshot_nlu.methods.intent_mneg",
-    "convfit": "fewshot_nlu.methods.convfit",
-    "convfit_stage1": "fewshot_nlu.methods.convfit_stage1",
-    "multi_convfit": "fewshot_nlu.methods.multi_convfit",
-    "dse": "fewshot_nlu.methods.dse",
+    "intent_mneg": "fewshot_nlu.methods.baseline",
+    "convfit": "fewshot_nlu.methods.convfit.stage2",
+    "convfit_stage1": "fewshot_nlu.methods.convfit.stage1",
+    "multi_convfit": "fewshot_nlu.methods.multi_convfit.train",
+    "dse": "fewshot_nlu.methods.dse.train",
     "evaluate": "fewshot_nlu.methods.evaluate",
-    "qaid": "fewshot_nlu.methods.qaid",
-    "retriever": "fewshot_nlu.methods.retriever",
-    "retriever_intents": "fewshot_nlu.methods.retriever_intents",
+    "qaid": "fewshot_nlu.methods.qaid.train",
+    "retriever": "fewshot_nlu.methods.retriever.slots",
+    "retriever_intents": "fewshot_nlu.methods.retriever.intents",
 }
 
 

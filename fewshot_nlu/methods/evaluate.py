@@ -4,7 +4,6 @@ directory (ConvFiT exports with a down-projection are evaluated in its projected
 
 from __future__ import annotations
 
-import json
 import pathlib
 import time
 
@@ -14,13 +13,14 @@ import ml_collections
 from fewshot_nlu import config_checks
 from fewshot_nlu.encoders import pooling
 from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation import suite
-from fewshot_nlu.methods import common
+from fewshot_nlu.train import run as train_run
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "model.pooling", tuple(pooling.POOLERS))
-  config_checks.require_choice(config, "model.dtype", tuple(common.DTYPES))
+  config_checks.require_choice(config, "model.dtype", tuple(DTYPES))
   config_checks.require_positive(config, "eval.batch_size")
   suite.validate(config)
 
@@ -29,11 +29,10 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   start = time.perf_counter()
   encoder = SentenceEncoder.from_pretrained(config.model.name, pooling_mode=config.model.pooling,
                                             batch_size=config.eval.batch_size,
-                                            dtype=common.DTYPES[config.model.dtype])
+                                            dtype=DTYPES[config.model.dtype])
   results = {"suite": suite.run(encoder, config),
              "suite_seconds": round(time.perf_counter() - start, 1), "method": config.method,
              "model": config.model.name}
   if jax.process_index() == 0:
     suite.write(results["suite"], workdir, f"Evaluation suite: {config.model.name}")
-    (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-  return results
+  return train_run.write_results(workdir, results)

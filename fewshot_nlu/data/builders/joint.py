@@ -15,18 +15,19 @@ tokens), ``tags`` (the ``seq.out`` tags), ``intents`` (the label split on ``#``)
 Validation, with errors naming file and line: the three files differ in line count; a line's tag count is not
 its token count; a tag is not ``O`` / ``B-<slot>`` / ``I-<slot>``; an ``I-X`` follows neither ``B-X`` nor ``I-X``
 (strict BIO). Invalid BIO is an error, not a warning: the shipped SNIPS_BIO and MixATIS_clean files were checked
-and hold no such sequence. ``bio_spans`` and ``validate_bio`` are shared with the few-shot slot builder and the
-span scorers.
+and hold no such sequence. The BIO helpers themselves live in ``data.bio`` (shared with the few-shot slot builder,
+the span scorers and the Retriever).
 """
 
 from __future__ import annotations
 
 import pathlib
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import tensorflow_datasets as tfds
 
-from fewshot_nlu.data.builders.base import (UserFolderBuilder, check_split_name, indexed_features)
+from fewshot_nlu.data.bio import validate_bio
+from fewshot_nlu.data.builders.base import UserFolderBuilder, check_split_name, indexed_features
 from fewshot_nlu.data.intent_folder import read_lines
 
 FILES = ("seq.in", "seq.out", "label")
@@ -34,40 +35,6 @@ _SNIPS_REPO = ("https://raw.githubusercontent.com/jianguoz/Few-Shot-Intent-Detec
                "fa9553312b1dba54b1be0aae2d30b13171f898e5/Datasets/SNIPS")
 _MIXATIS_REPO = ("https://raw.githubusercontent.com/yizhen20133868/GL-GIN/"
                  "df2bcaf0e9229838707dc9d63a4fe6934b9be307/data/MixATIS_clean")
-
-
-def bio_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
-  """Labelled spans ``(label, start, end_inclusive)`` (token positions) of a BIO tag sequence, in order.
-
-  ``B-X`` opens a span; ``I-X`` extends an open ``X`` span; an ``I-X`` that cannot extend one (after ``O`` or
-  another label) opens a new span, as conlleval does, so predicted sequences that are not strict BIO still
-  score. ``O`` (or anything that is not ``B-``/``I-`` with a label) closes the open span."""
-  spans = []
-  label, start = None, 0
-  for position, tag in enumerate(tags):
-    prefix, _, name = tag.partition("-")
-    if prefix == "I" and name and name == label:
-      continue
-    if label is not None:
-      spans.append((label, start, position - 1))
-    label, start = (name, position) if prefix in ("B", "I") and name else (None, position)
-  if label is not None:
-    spans.append((label, start, len(tags) - 1))
-  return spans
-
-
-def validate_bio(tags: Sequence[str], where: str) -> None:
-  """Raises ``ValueError`` naming ``where`` (e.g. ``path:line``) and the tag's position (from 1) at the first
-  tag that is not ``O`` / ``B-<slot>`` / ``I-<slot>``, or an ``I-X`` preceded by neither ``B-X`` nor ``I-X``."""
-  previous = "O"
-  for position, tag in enumerate(tags, start=1):
-    prefix, dash, name = tag.partition("-")
-    if tag != "O" and not (prefix in ("B", "I") and dash and name):
-      raise ValueError(f"{where}: tag {position} {tag!r} is not O, B-<slot> or I-<slot>")
-    if prefix == "I" and previous not in (f"B-{name}", f"I-{name}"):
-      raise ValueError(f"{where}: tag {position} {tag!r} follows {previous!r} "
-                       f"(invalid BIO: I-{name} must follow B-{name} or I-{name})")
-    previous = tag
 
 
 def check_aligned(directory: pathlib.Path, columns: dict[str, list[str]]) -> None:

@@ -18,23 +18,25 @@ import ml_collections
 import numpy as np
 
 from fewshot_nlu import config_checks
-from fewshot_nlu.data import batching
+from fewshot_nlu.data import batching, splits
 from fewshot_nlu.data.intent_folder import IntentSplit
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.encoders.transformer import DTYPES
+from fewshot_nlu.evaluation import knn
 from fewshot_nlu.losses.ranking import mneg_loss
-from fewshot_nlu.methods import common
+from fewshot_nlu.train import run as train_run
 from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
 
 def validate(config: ml_collections.ConfigDict) -> None:
-  common.validate_common(config)
+  train_run.validate_common(config)
 
 
 def make_loss_fn(cfg: transformer.EncoderConfig, config: ml_collections.ConfigDict):
-  module = transformer.TransformerEncoder(cfg, common.DTYPES[config.model.dtype])
+  module = transformer.TransformerEncoder(cfg, DTYPES[config.model.dtype])
   pool = pooling.get_pooler(config.model.pooling)
 
   def embed(params, ids, mask, rng):
@@ -82,21 +84,21 @@ def make_batcher(split: IntentSplit, label_ids: dict[str, int], tokenizer, max_l
 
 
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
-  train_split, eval_split = common.read_splits(config)
-  common.warn_unseen_labels(train_split, eval_split)
+  train_split, eval_split = splits.read_splits(config)
+  splits.warn_unseen_labels(train_split, eval_split)
   label_ids = {l: i for i, l in enumerate(train_split.label_names)}
   model = pretrained.load_pretrained(config.model.name)
   if config.model.max_length > model.config.max_length:
     raise config_checks.ConfigError(
         f"config.model.max_length: {config.model.max_length} exceeds the model's "
         f"{model.config.max_length} positions")
-  mesh, host_batch = common.mesh_and_host_batch(config)
+  mesh, host_batch = train_run.mesh_and_host_batch(config)
   stream = EpochStream(len(train_split.texts), host_batch,
                        make_batcher(train_split, label_ids, model.tokenizer, config.model.max_length,
                                     config.seed), seed=config.seed + jax.process_index())
   writer = MetricWriter(workdir)
-  params, steps = common.train(config, workdir, model.params, transformer.logical_axes(model.config),
-                               make_loss_fn(model.config, config), stream, mesh, writer)
+  params, steps = train_run.train(config, workdir, model.params, transformer.logical_axes(model.config),
+                                  make_loss_fn(model.config, config), stream, mesh, writer)
   if jax.process_index() == 0:
     export_dir = workdir / "export"
     pretrained.save_pretrained(export_dir, model.config, params, model.tokenizer, model.heads)
@@ -105,12 +107,12 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   def evaluate(eval_params, tag):
     encoder = SentenceEncoder(model.config, eval_params, model.tokenizer, pooling_mode=config.model.pooling,
                               max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                              dtype=common.DTYPES[config.model.dtype])
-    return common.nearest_neighbour_eval(encoder, train_split, eval_split, workdir, tag)
+                              dtype=DTYPES[config.model.dtype])
+    return knn.nearest_neighbour_eval(encoder, train_split, eval_split, workdir, tag)
 
   results = evaluate(params, "predictions")
   if config.eval.before_training:
     results["accuracy_before_training"] = evaluate(model.params, "predictions_before_training")["accuracy"]
-  results = common.write_results(config, workdir, results, steps, writer)
+  results = train_run.finish(config, workdir, results, steps, writer)
   writer.close()
   return results

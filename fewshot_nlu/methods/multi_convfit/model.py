@@ -16,10 +16,10 @@ from typing import Sequence
 
 import numpy as np
 
-from fewshot_nlu import multilabel
 from fewshot_nlu.encoders import adapters, pretrained
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
+from fewshot_nlu.methods.multi_convfit import labels as multilabel
 
 META_FILE = "multilabel_model.json"
 ADAPTER_DIR = "adapter"

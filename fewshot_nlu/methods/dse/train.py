@@ -1,9 +1,9 @@
 """DSE (Zhou et al., 2022): dialogue sentence embeddings by contrastive learning on consecutive utterances.
 
 Training (§3): every pair (x_i, x_i') of a batch of M positive pairs is encoded by the shared encoder, mean
-pooled, and mapped by the contrastive head (``heads.contrastive``: d x d, ReLU, d x 128; used only in the
+pooled, and mapped by the contrastive head (``methods.dse.head``: d x d, ReLU, d x 128; used only in the
 loss); the loss is the hard-negative weighted contrastive loss over the GLOBAL batch, Eq. (1)-(3)
-(``losses.contrastive.hard_negative_loss``, tau = ``loss.temperature`` = 0.05): under jit over a mesh every
+(``methods.dse.losses.hard_negative_loss``, tau = ``loss.temperature`` = 0.05): under jit over a mesh every
 anchor sees the other 2M - 2 vectors of all devices. Adam with constant learning rates, 3e-4 for the head and
 3e-6 for the encoder (Appendix A.2; ``train.group_learning_rates``).
 
@@ -35,15 +35,16 @@ import jax
 import ml_collections
 
 from fewshot_nlu import config_checks
-from fewshot_nlu.data import batching
+from fewshot_nlu.data import batching, splits
 from fewshot_nlu.data.builders import base
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation import suite
-from fewshot_nlu.heads import contrastive as contrastive_head
-from fewshot_nlu.losses.contrastive import hard_negative_loss
-from fewshot_nlu.methods import common
+from fewshot_nlu.methods.dse import head as contrastive_head
+from fewshot_nlu.methods.dse.losses import hard_negative_loss
+from fewshot_nlu.train import run as train_run
 from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
@@ -54,12 +55,12 @@ MARKER = "dse.json"
 
 def validate(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "dse.pairs", PAIRS)
-  common.validate_training(config)
+  train_run.validate_training(config)
   config_checks.require_positive(config, "loss.temperature", "dse.head_dim")
   if config.train.max_steps < 0:
     raise config_checks.ConfigError(f"config.train.max_steps: {config.train.max_steps} must be >= 0")
   for pairing in _pairings(config):
-    common.dialogue_pairs_builder(config, pairing, "data.train_split")
+    splits.dialogue_pairs_builder(config, pairing, "data.train_split")
   if config.eval.suite:
     suite.validate(config)
 
@@ -73,7 +74,7 @@ def read_training_pairs(config, separator: str) -> tuple[list[str], list[str]]:
   """The (anchor, positive) texts of ``dse.pairs`` from the ``data.train_split`` of ``dialogue_pairs``."""
   firsts, seconds = [], []
   for pairing in _pairings(config):
-    builder = common.dialogue_pairs_builder(config, pairing, "data.train_split")
+    builder = splits.dialogue_pairs_builder(config, pairing, "data.train_split")
     a, b = base.read_text_pairs(builder, config.data.train_split, separator)
     firsts += a
     seconds += b
@@ -91,7 +92,7 @@ def train_params(model: pretrained.Pretrained, config) -> tuple[dict, dict]:
 
 
 def make_loss_fn(cfg: transformer.EncoderConfig, config):
-  module = transformer.TransformerEncoder(cfg, common.DTYPES[config.model.dtype])
+  module = transformer.TransformerEncoder(cfg, DTYPES[config.model.dtype])
   pool = pooling.get_pooler(config.model.pooling)
 
   def embed(params, ids, mask, rng):
@@ -111,7 +112,7 @@ def make_loss_fn(cfg: transformer.EncoderConfig, config):
 def make_encoder(model: pretrained.Pretrained, params, config) -> SentenceEncoder:
   return SentenceEncoder(model.config, params, model.tokenizer, pooling_mode=config.model.pooling,
                          max_length=model.config.max_length, batch_size=config.eval.batch_size,
-                         dtype=common.DTYPES[config.model.dtype])
+                         dtype=DTYPES[config.model.dtype])
 
 
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
@@ -119,7 +120,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   tok = model.tokenizer
   firsts, seconds = read_training_pairs(config, tok.separator)
   log.info("DSE (%s): %d training pairs", config.dse.pairs, len(firsts))
-  mesh, host_batch = common.mesh_and_host_batch(config)
+  mesh, host_batch = train_run.mesh_and_host_batch(config)
   buckets = batching.length_buckets(config.model.max_length)
   first_ids = tok.encode(firsts, config.model.max_length)
   second_ids = first_ids if config.dse.pairs == "dropout" else tok.encode(seconds, config.model.max_length)
@@ -128,8 +129,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   params, axes = train_params(model, config)
   writer = MetricWriter(workdir)
   start = time.perf_counter()
-  params, steps = common.train(config, workdir, params, axes, make_loss_fn(model.config, config), stream, mesh,
-                               writer)
+  params, steps = train_run.train(config, workdir, params, axes, make_loss_fn(model.config, config), stream, mesh,
+                                  writer)
   results = {"pairs": len(firsts), "steps": steps, "batch_size": config.train.batch_size,
              "epochs_run": round(steps * config.train.batch_size / max(len(firsts), 1), 4),
              "train_seconds": round(time.perf_counter() - start, 1)}
@@ -149,6 +150,4 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
                   f"{steps} steps x batch {config.train.batch_size}")
   writer.close()
   results.update(method=config.method, pairs_variant=config.dse.pairs, model=config.model.name)
-  if jax.process_index() == 0:
-    (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-  return results
+  return train_run.write_results(workdir, results)

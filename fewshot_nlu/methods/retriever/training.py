@@ -1,11 +1,11 @@
 """Training Retriever's encoder with the batch softmax (Yu et al., 2021, §5.1), shared by the slot-filling
-(``methods.retriever``) and intent (``methods.retriever_intents``) protocols.
+(``methods.retriever.slots``) and intent (``methods.retriever.intents``) protocols.
 
 Items are labelled spans of tokenised utterances: for slots a gold slot span (first and last word piece), for
 intents the whole utterance ([CLS], piece 0). A batch holds ``retriever.per_label_batch`` (B) items of every
 label (``data.samplers.PerLabelBatches``, N = all labels), so the global batch is N x B rows, rounded up to a
 multiple of the data-parallel devices with padding rows; under jit the span vectors of all devices are the
-candidates of every query (``losses.batch_softmax``). Dropout is on (BERT's 10%), as in BERT's fine-tuning code
+candidates of every query (``methods.retriever.losses``). Dropout is on (BERT's 10%), as in BERT's fine-tuning code
 the paper adapts.
 
 Early stopping (App. A.1: "F1 score on the development domain as the metric for early stopping"): every
@@ -33,9 +33,10 @@ from fewshot_nlu.data import batching
 from fewshot_nlu.data.samplers import PerLabelBatches
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
-from fewshot_nlu.losses.batch_softmax import REDUCTIONS, batch_softmax_loss
-from fewshot_nlu.methods import common
-from fewshot_nlu.span_retriever import labelled_spans, pieces_ok
+from fewshot_nlu.encoders.transformer import DTYPES
+from fewshot_nlu.methods.retriever.losses import REDUCTIONS, batch_softmax_loss
+from fewshot_nlu.methods.retriever.spans import labelled_spans, pieces_ok
+from fewshot_nlu.train import run as train_run
 from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ def utterance_items(tokenizer, texts: Sequence[str], labels: Sequence[str], max_
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
-  common.validate_training(config)
+  train_run.validate_training(config)
   r = config.retriever
   config_checks.require_choice(config, "retriever.reduction", REDUCTIONS)
   config_checks.require_positive(config, "retriever.per_label_batch")
@@ -98,7 +99,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
 
 def make_loss_fn(cfg: transformer.EncoderConfig, config, num_labels: int, span: bool):
   """Batch-softmax loss of the encoder's span vectors (``span``: first+last pieces) or [CLS] vectors."""
-  module = transformer.TransformerEncoder(cfg, common.DTYPES[config.model.dtype])
+  module = transformer.TransformerEncoder(cfg, DTYPES[config.model.dtype])
   reduction = config.retriever.reduction
 
   def loss_fn(params, batch, rng):
@@ -173,9 +174,9 @@ def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: Sp
     return bool(patience and evaluations_since_best[0] >= patience)
 
   loss_fn = make_loss_fn(model.config, cfg, num_labels, span)
-  trained, steps = common.train(cfg, workdir, params, axes, loss_fn, stream, mesh, writer,
-                                callback=callback if evaluate else None,
-                                callback_every=config.retriever.eval_every)
+  trained, steps = train_run.train(cfg, workdir, params, axes, loss_fn, stream, mesh, writer,
+                                   callback=callback if evaluate else None,
+                                   callback_every=config.retriever.eval_every)
   writer.close()
   record = {"steps": steps, "labels": num_labels, "items": len(items), "global_batch": batch}
   if evaluate is None:

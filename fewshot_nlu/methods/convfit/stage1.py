@@ -31,16 +31,17 @@ import jax
 import ml_collections
 
 from fewshot_nlu import config_checks, sharding, workdirs
-from fewshot_nlu.data import batching, builders
+from fewshot_nlu.data import batching, builders, splits
 from fewshot_nlu.data.builders import base
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation.response_selection import response_selection
 from fewshot_nlu.evaluation.suite import fixed_subset
 from fewshot_nlu.losses.ranking import cached_mneg_loss_and_grads, mneg_loss
-from fewshot_nlu.methods import common
-from fewshot_nlu.methods.convfit import STAGE1_MARKER
+from fewshot_nlu.methods.convfit.stage2 import STAGE1_MARKER
+from fewshot_nlu.train import run as train_run
 from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ REMOTE_WORKDIR = True  # every file of the run goes through orbax / epath / tens
 
 def validate(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "data.builder", SOURCES)
-  common.validate_training(config)
+  train_run.validate_training(config)
   if config.train.max_steps < 0 or config.loss.cache_chunks < 0 or config.eval.max_pairs < 0:
     raise config_checks.ConfigError("config.train.max_steps, config.loss.cache_chunks and config.eval.max_pairs "
                                     "must be >= 0")
@@ -72,13 +73,13 @@ def _builder(config):
   builder = base.prepare(builders.get_builder(config.data.builder, **kwargs))
   for field in ("data.train_split", "data.eval_split"):
     split = config_checks.get(config, field)
-    common.require_splits(config, builder, field, [split] if split else [])
+    splits.require_splits(config, builder, field, [split] if split else [])
   return builder
 
 
 def make_loss(cfg: transformer.EncoderConfig, config):
   """(loss_fn, grads_fn): plain MNEG over the global batch, or its gradient-cached form."""
-  module = transformer.TransformerEncoder(cfg, common.DTYPES[config.model.dtype])
+  module = transformer.TransformerEncoder(cfg, DTYPES[config.model.dtype])
   pool = pooling.get_pooler(config.model.pooling)
 
   def embed(params, chunk, rng):
@@ -118,7 +119,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path | workdirs.epat
            len(contexts), config.data.builder, config.data.train_split, jax.process_index(), jax.process_count(),
            len(share))
   contexts, responses = [contexts[i] for i in share], [responses[i] for i in share]
-  mesh, host_batch = common.mesh_and_host_batch(config)
+  mesh, host_batch = train_run.mesh_and_host_batch(config)
   buckets = batching.length_buckets(config.model.max_length)
   stream = EpochStream(len(contexts), host_batch,
                        batching.pair_batcher(tok.encode(contexts, config.model.max_length),
@@ -126,8 +127,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path | workdirs.epat
                        seed=config.seed)
   writer = MetricWriter(workdir)
   loss_fn, grads_fn = make_loss(model.config, config)
-  params, steps = common.train(config, workdir, model.params, transformer.logical_axes(model.config), loss_fn,
-                               stream, mesh, writer, grads_fn=grads_fn)
+  params, steps = train_run.train(config, workdir, model.params, transformer.logical_axes(model.config), loss_fn,
+                                  stream, mesh, writer, grads_fn=grads_fn)
   epoch_steps = stream.total_steps(config.train.epochs)
   results = {"pairs": len(contexts) * jax.process_count(), "steps": steps,
              "epochs_run": round(steps / max(epoch_steps, 1) * config.train.epochs, 3)}
@@ -139,7 +140,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path | workdirs.epat
     def evaluate(p):
       enc = SentenceEncoder(model.config, p, tok, pooling_mode=config.model.pooling,
                             max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                            dtype=common.DTYPES[config.model.dtype])
+                            dtype=DTYPES[config.model.dtype])
       return response_selection(lambda texts: enc.encode(texts, show_progress=True), held_c, held_r, ks=(1,))
 
     results.update(evaluate(params))
@@ -154,7 +155,4 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path | workdirs.epat
   results.update(method=config.method, dataset=config.data.builder, model=config.model.name)
   writer.write(steps, {k: v for k, v in results.items() if k.startswith("r1") or k == "mrr"}, prefix="eval/")
   writer.close()
-  if jax.process_index() == 0:
-    (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-  log.info("results: %s", results)
-  return results
+  return train_run.write_results(workdir, results)

@@ -32,13 +32,13 @@ import jax.numpy as jnp
 import numpy as np
 import tqdm
 
-from fewshot_nlu import late_interaction
 from fewshot_nlu.data import batching, tsv
 from fewshot_nlu.encoders import pretrained, transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
 from fewshot_nlu.heads import projection as projection_head
 from fewshot_nlu.index import Index
-from fewshot_nlu.intent_model import Neighbour, Prediction
+from fewshot_nlu.methods.qaid import late_interaction
+from fewshot_nlu.models.intent_model import Neighbour, Prediction
 
 META_FILE = "qaid.json"
 ROWS_FILE = "rows.jsonl"

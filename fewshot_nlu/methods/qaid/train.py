@@ -43,17 +43,20 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks, late_interaction
-from fewshot_nlu.bm25 import BM25
-from fewshot_nlu.data import batching, masking
+from fewshot_nlu import config_checks
+from fewshot_nlu.data import batching, masking, splits
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
+from fewshot_nlu.encoders.transformer import DTYPES
+from fewshot_nlu.evaluation import knn
 from fewshot_nlu.heads import mlm as mlm_head
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.heads import projection as projection_head
-from fewshot_nlu.losses.supcon import npairs_loss, pairwise_softmax_loss, supcon_loss
-from fewshot_nlu.methods import common
-from fewshot_nlu.qaid_model import QAIDModel, intent_name, read_intent_descriptions
+from fewshot_nlu.methods.qaid import late_interaction
+from fewshot_nlu.methods.qaid.bm25 import BM25
+from fewshot_nlu.methods.qaid.losses import npairs_loss, pairwise_softmax_loss, supcon_loss
+from fewshot_nlu.methods.qaid.model import QAIDModel, intent_name, read_intent_descriptions
+from fewshot_nlu.train import run as train_run
 from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
@@ -76,16 +79,16 @@ def validate(config: ml_collections.ConfigDict) -> None:
     if config_checks.get(config, field) < 0:
       raise config_checks.ConfigError(f"config.{field}: {config_checks.get(config, field)} must be >= 0")
   if config.qaid.stage == "pretrain":
-    common.validate_training(config)
+    train_run.validate_training(config)
     if config.qaid.loss != "supcon":
       raise config_checks.ConfigError(f"config.qaid.loss: {config.qaid.loss!r}; pre-training uses Eq. (2), "
                                       "i.e. 'supcon' with each query its own class")
     if "test" in config.qaid.pretrain_splits:
       raise config_checks.ConfigError("config.qaid.pretrain_splits: the test sets are excluded (§3.2)")
     for dataset in config.qaid.pretrain_datasets:
-      common.prepared_builder(_dataset_config(config, dataset, config.qaid.pretrain_splits))
+      splits.prepared_builder(_dataset_config(config, dataset, config.qaid.pretrain_splits))
     return
-  builder = common.validate_common(config)
+  builder = train_run.validate_common(config)
   if config.qaid.intent_descriptions:
     path = pathlib.Path(config.qaid.intent_descriptions).expanduser()
     if not path.is_file():
@@ -106,9 +109,9 @@ def pretraining_texts(config) -> list[str]:
   texts = []
   for dataset in config.qaid.pretrain_datasets:
     cfg = _dataset_config(config, dataset, config.qaid.pretrain_splits)
-    builder = common.prepared_builder(cfg)
+    builder = splits.prepared_builder(cfg)
     for split in config.qaid.pretrain_splits:
-      texts += common.read_split(cfg, split, builder).texts
+      texts += splits.read_split(cfg, split, builder).texts
   return list(dict.fromkeys(t for t in texts if t.strip()))
 
 
@@ -156,7 +159,7 @@ def export_heads(params, cfg: transformer.EncoderConfig, heads: dict) -> dict:
 
 def make_loss_fn(cfg: transformer.EncoderConfig, tokenizer, config):
   q = config.qaid
-  module = transformer.TransformerEncoder(cfg, common.DTYPES[config.model.dtype])
+  module = transformer.TransformerEncoder(cfg, DTYPES[config.model.dtype])
   special = tuple(i for i in (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id) if i is not None)
   if q.augment or q.mlm_weight > 0:
     if tokenizer.mask_id is None:
@@ -319,7 +322,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     if config_checks.get(config, field) > model.config.max_length:
       raise config_checks.ConfigError(f"config.{field}: {config_checks.get(config, field)} exceeds the model's "
                                       f"{model.config.max_length} positions")
-  mesh, host_batch = common.mesh_and_host_batch(config)
+  mesh, host_batch = train_run.mesh_and_host_batch(config)
   writer = MetricWriter(workdir)
   tok = model.tokenizer
   if config.qaid.stage == "pretrain":
@@ -328,8 +331,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     stream, labels, answers = text_stream(texts, tok, config, host_batch), [], []
     results = {"utterances": len(texts)}
   else:
-    train_split, eval_split = common.read_splits(config)
-    common.warn_unseen_labels(train_split, eval_split)
+    train_split, eval_split = splits.read_splits(config)
+    splits.warn_unseen_labels(train_split, eval_split)
     labels = train_split.label_names
     answers = intent_answers(config, labels)
     index = {l: i for i, l in enumerate(labels)}
@@ -339,8 +342,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     results = {"train_examples": len(train_split.texts), "intents": len(labels)}
   params, axes, notes = init_params(model, config, len(labels))
   start = time.perf_counter()
-  params, steps = common.train(config, workdir, params, axes, make_loss_fn(model.config, tok, config), stream,
-                               mesh, writer)
+  params, steps = train_run.train(config, workdir, params, axes, make_loss_fn(model.config, tok, config), stream,
+                                  mesh, writer)
   results.update(steps=steps, train_seconds=round(time.perf_counter() - start, 1), init=notes,
                  batch_size=config.train.batch_size)
   heads = export_heads(params, model.config, model.heads)
@@ -357,12 +360,12 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
                      similarity=config.qaid.similarity, pooling_mode=config.model.pooling,
                      query_length=config.qaid.query_length, answer_length=config.qaid.answer_length,
                      match=config.qaid.match, batch_size=config.eval.batch_size,
-                     dtype=common.DTYPES[config.model.dtype])
+                     dtype=DTYPES[config.model.dtype])
     qaid.add_answers(labels, answers)
     if config.qaid.match == "qq+qa":
       qaid.add_examples(train_split.texts, train_split.labels)
     start = time.perf_counter()
-    results.update(common.evaluate_intent_model(qaid, eval_split, workdir))
+    results.update(knn.evaluate_intent_model(qaid, eval_split, workdir))
     results["eval_seconds"] = round(time.perf_counter() - start, 1)
     if jax.process_index() == 0:
       qaid.save(export, encoder_heads=heads)
@@ -372,7 +375,4 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     writer.write(steps, {"accuracy": results["accuracy"]}, prefix="eval/")
   writer.close()
   results.update(method=config.method, stage=config.qaid.stage, model=config.model.name)
-  if jax.process_index() == 0:
-    (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-  log.info("results: %s", {k: v for k, v in results.items() if k != "init"})
-  return results
+  return train_run.write_results(workdir, results)

@@ -2,8 +2,9 @@
 sentence encoder (§2.1), optionally into bottleneck adapters only (§2.3, C-ADAPT), then a multi-label MLP on
 the frozen specialised encodings (§2.2) with a decision threshold.
 
-Specialisation is ConvFiT's Stage 2 (``methods.convfit``: the same loss functions, streams and train loop)
-with label sets: a pair is positive iff the two label sets intersect. ``stage2.mode``:
+Specialisation is ConvFiT's Stage 2 (``train.specialisation``, shared with ``methods.convfit.stage2``: the same
+loss functions, streams and train loop) with label sets: a pair is positive iff the two label sets intersect.
+``stage2.mode``:
   * ``fft`` (C-FFT): every encoder weight trains (AdamW 2e-5 in the configs);
   * ``adapter`` (C-ADAPT): Pfeiffer adapters, reduction factor ``stage2.adapter_reduction`` (4), are added to
     every layer and only they train (AdamW 4e-4); the base weights receive no gradient and are checked to be
@@ -40,16 +41,18 @@ import jax
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks, multilabel
-from fewshot_nlu.data import samplers
+from fewshot_nlu import config_checks
+from fewshot_nlu.data import samplers, splits
 from fewshot_nlu.data.builders import nlupp
 from fewshot_nlu.data.intent_folder import LabelSetSplit
 from fewshot_nlu.encoders import adapters
 from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.heads import mlp as mlp_head
-from fewshot_nlu.methods import common, convfit
-from fewshot_nlu.multilabel_model import MultiLabelModel, adapter_bytes
-from fewshot_nlu.train import optimizer
+from fewshot_nlu.methods.multi_convfit import labels as multilabel
+from fewshot_nlu.methods.multi_convfit.model import MultiLabelModel, adapter_bytes
+from fewshot_nlu.train import optimizer, specialisation
+from fewshot_nlu.train import run as train_run
 from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
@@ -77,13 +80,13 @@ def resolve_splits(config: ml_collections.ConfigDict) -> tuple[list[str], list[s
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
-  builder = common.validate_common(config)
+  builder = train_run.validate_common(config)
   train_splits, test_splits = resolve_splits(config)
-  common.require_splits(config, builder, "data.train_split", train_splits)
-  common.require_splits(config, builder, "data.eval_split", test_splits)
+  splits.require_splits(config, builder, "data.train_split", train_splits)
+  splits.require_splits(config, builder, "data.eval_split", test_splits)
   config_checks.require_choice(config, "stage2.mode", MODES)
-  config_checks.require_choice(config, "stage2.loss", convfit.LOSSES)
-  config_checks.require_choice(config, "stage2.sampling", convfit.SAMPLINGS)
+  config_checks.require_choice(config, "stage2.loss", specialisation.LOSSES)
+  config_checks.require_choice(config, "stage2.sampling", specialisation.SAMPLINGS)
   config_checks.require_choice(config, "classifier.optimizer", mlp_head.OPTIMIZERS)
   config_checks.require_choice(config, "classifier.decay", optimizer.DECAYS)
   config_checks.require_positive(config, "classifier.epochs", "classifier.batch_size", "classifier.learning_rate",
@@ -97,14 +100,14 @@ def validate(config: ml_collections.ConfigDict) -> None:
     raise config_checks.ConfigError("config.stage2.negatives must be >= 0")
   if config.classifier.calibrate and config.classifier.calibration_folds < 2:
     raise config_checks.ConfigError("config.classifier.calibration_folds must be >= 2")
-  convfit.validate_length_groups(config)
+  specialisation.validate_length_groups(config)
 
 
 def read_data(config) -> tuple[LabelSetSplit, LabelSetSplit]:
-  builder = common.prepared_builder(config)
+  builder = splits.prepared_builder(config)
   train_splits, test_splits = resolve_splits(config)
-  train = common.read_label_sets(config, train_splits, builder)
-  test = common.read_label_sets(config, test_splits, builder)
+  train = splits.read_label_sets(config, train_splits, builder)
+  test = splits.read_label_sets(config, test_splits, builder)
   unseen = sorted(set(test.label_names) - set(train.label_names))
   if unseen:
     log.warning("%d test intents never occur in training (never predicted, counted as misses): %s",
@@ -119,21 +122,21 @@ def specialise(config, model, train: LabelSetSplit, labels: list[str], workdir: 
   if config.stage2.mode == "adapter":
     run_config.train.trainable = (ADAPTER_PARAMS,)
     run_config.train.frozen = ()
-  params, axes = convfit.stage2_params(model.params, model.config, run_config)
-  mesh, host_batch = common.mesh_and_host_batch(run_config)
+  params, axes = specialisation.stage2_params(model.params, model.config, run_config)
+  mesh, host_batch = train_run.mesh_and_host_batch(run_config)
   if config.stage2.sampling == "fast":
     run_config.train.epochs = config.train.epochs * config.stage2.fast_epochs_factor
-    stream = convfit.in_batch_stream(train.texts, {"label_sets": multilabel.multi_hot(train.label_sets, labels)},
-                                     model.tokenizer, run_config, host_batch, mesh)
+    stream = specialisation.in_batch_stream(train.texts, {"label_sets": multilabel.multi_hot(train.label_sets, labels)},
+                                            model.tokenizer, run_config, host_batch, mesh)
     passes_per_step = config.train.batch_size
   else:
     pairs = samplers.multilabel_pairs(train.label_sets, config.stage2.negatives, seed=config.seed,
                                       keep_positive_fraction=config.stage2.keep_positive_fraction)
-    stream = convfit.paper_stream(train.texts, pairs, model.tokenizer, run_config, host_batch)
+    stream = specialisation.paper_stream(train.texts, pairs, model.tokenizer, run_config, host_batch)
     passes_per_step = 2 * config.train.batch_size
   start = time.perf_counter()
-  params, steps = common.train(run_config, workdir, params, axes, convfit.make_loss_fn(model.config, run_config),
-                               stream, mesh, writer)
+  loss_fn = specialisation.make_loss_fn(model.config, run_config)
+  params, steps = train_run.train(run_config, workdir, params, axes, loss_fn, stream, mesh, writer)
   figures = {"specialisation_seconds": time.perf_counter() - start, "encoder_passes": steps * passes_per_step}
   if config.stage2.mode == "adapter":
     base = adapters.split(params["encoder"])[0]
@@ -172,7 +175,7 @@ def thresholds(config, features: np.ndarray, targets: np.ndarray) -> float | np.
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   train, test = read_data(config)
   labels = train.label_names
-  model = convfit.load_encoder(config)
+  model = specialisation.load_encoder(config)
   writer = MetricWriter(workdir)
   results, steps = {}, 0
   encoder_params = model.params
@@ -181,7 +184,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     results.update(figures)
   encoder = SentenceEncoder(model.config, encoder_params, model.tokenizer, pooling_mode=config.model.pooling,
                             max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                            dtype=common.DTYPES[config.model.dtype])
+                            dtype=DTYPES[config.model.dtype])
 
   start = time.perf_counter()
   features = encoder.encode(train.texts, show_progress=True)
@@ -209,7 +212,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   if config.data.builder in ("nlupp", "mixatis"):
     results.update(regime=config.data.regime, fold=config.data.fold if config.data.builder == "nlupp" else None,
                    domain=config.data.get("builder_config") or None)
-  results = common.write_results(config, workdir, results, steps, writer)
+  results = train_run.finish(config, workdir, results, steps, writer)
   writer.close()
   return results
 

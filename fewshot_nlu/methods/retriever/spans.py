@@ -24,12 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from fewshot_nlu.data import batching
-from fewshot_nlu.data.builders.joint import bio_spans
+from fewshot_nlu.data.bio import bio_spans
 from fewshot_nlu.encoders import pooling, transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
 from fewshot_nlu.evaluation.prototypes import label_means
 from fewshot_nlu.index import Index
-from fewshot_nlu.span_decoding import Candidate, decode, enumerate_spans
+from fewshot_nlu.methods.retriever.decoding import Candidate, decode, enumerate_spans
 
 INFERENCE = ("nearest", "prototype")
 

@@ -30,12 +30,15 @@ import numpy as np
 import tqdm
 
 from fewshot_nlu import config_checks
+from fewshot_nlu.data import splits, tsv
 from fewshot_nlu.data.builders.slots import FOLDS, load_episodes
 from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation.span_f1 import SpanCounts
-from fewshot_nlu.methods import common, retriever_training
-from fewshot_nlu.span_decoding import decode, to_bio
-from fewshot_nlu.span_retriever import INFERENCE, SlotRetriever, SpanEncoder
+from fewshot_nlu.methods.retriever import training as retriever_training
+from fewshot_nlu.methods.retriever.decoding import decode, to_bio
+from fewshot_nlu.methods.retriever.spans import INFERENCE, SlotRetriever, SpanEncoder
+from fewshot_nlu.train import run as train_run
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +62,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   bad = [f for f in config.data.folds if f not in FOLDS]
   if not config.data.folds or bad:
     raise config_checks.ConfigError(f"config.data.folds: {tuple(config.data.folds)}; folds are {tuple(FOLDS)}")
-  common.prepared_builder(config)
+  splits.prepared_builder(config)
 
 
 def _decoding(config) -> dict:
@@ -117,7 +120,7 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
 
   def slot_retriever(params):
     encoder = SpanEncoder(model.config, params, model.tokenizer, max_length=config.model.max_length,
-                          batch_size=config.eval.batch_size, dtype=common.DTYPES[config.model.dtype])
+                          batch_size=config.eval.batch_size, dtype=DTYPES[config.model.dtype])
     return SlotRetriever(encoder, max_words=r.max_words, inference=r.inference, backend=r.index_backend)
 
   def dev_f1(params) -> np.ndarray:
@@ -152,9 +155,9 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
   results.update(f1=round(float(f1.mean()), 2), f1_std=round(float(f1.std()), 2),
                  eval_seconds=round(time.perf_counter() - start, 1))
   if jax.process_index() == 0:
-    common.write_tsv(workdir / "predictions.tsv", ("episode", "utterance", "gold", "predicted",
-                                                   "predicted_slots [label score <- retrieved span]"), predictions)
-    (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    tsv.write_tsv(workdir / "predictions.tsv", ("episode", "utterance", "gold", "predicted",
+                                                "predicted_slots [label score <- retrieved span]"), predictions)
+    train_run.write_results(workdir, results)
   return results
 
 
@@ -172,7 +175,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   if config.model.max_length > model.config.max_length:
     raise config_checks.ConfigError(f"config.model.max_length: {config.model.max_length} exceeds the model's "
                                     f"{model.config.max_length} positions")
-  builder = common.prepared_builder(config)
+  builder = splits.prepared_builder(config)
   rows = []
   for fold in config.data.folds:
     fold_dir = workdir / f"fold{fold}"
@@ -191,7 +194,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
              "average_f1": round(float(np.mean([row["f1"] for row in rows])), 2), "folds": rows}
   markdown = f"## {variant} on SNIPS ({config.data.builder_config}), F1 per test domain\n\n{table(rows)}\n"
   if jax.process_index() == 0:
-    (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    train_run.write_results(workdir, results)
     (workdir / "results.md").write_text(markdown)
     print(markdown)
   return {k: v for k, v in results.items() if k != "folds"} | {

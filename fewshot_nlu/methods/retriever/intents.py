@@ -34,12 +34,15 @@ import ml_collections
 import numpy as np
 
 from fewshot_nlu import config_checks
+from fewshot_nlu.data import splits, tsv
 from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation.prototypes import label_means
 from fewshot_nlu.index import Index
-from fewshot_nlu.methods import common, retriever_training
-from fewshot_nlu.span_retriever import INFERENCE
+from fewshot_nlu.methods.retriever import training as retriever_training
+from fewshot_nlu.methods.retriever.spans import INFERENCE
+from fewshot_nlu.train import run as train_run
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   for s in r.support_sets:
     config_checks.require_value_in("retriever.support_sets", s, SUPPORT_SETS)
   retriever_training.validate(config)
-  common.prepared_builder(config)
+  splits.prepared_builder(config)
   categories = read_categories(config)
   if r.categories > len(categories) or r.intents_per_category > min(len(v) for v in categories.values()):
     raise config_checks.ConfigError(
@@ -121,7 +124,7 @@ def support_accuracy(encoder: SentenceEncoder, support: tuple[list[str], list[st
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   r = config.retriever
   model = pretrained.load_pretrained(config.model.name)
-  train_split, test_split = common.read_splits(config)
+  train_split, test_split = splits.read_splits(config)
   source, target = split_intents(read_categories(config), r.categories, r.intents_per_category, config.seed)
   source_set = set(source)
   src_all = ([t for t, l in zip(train_split.texts, train_split.labels) if l in source_set],
@@ -143,7 +146,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
       pretrained.save_pretrained(workdir / "export", model.config, params, model.tokenizer)
   encoder = SentenceEncoder(model.config, params, model.tokenizer, pooling_mode="cls", normalize=False,
                             max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                            dtype=common.DTYPES[config.model.dtype])
+                            dtype=DTYPES[config.model.dtype])
   start = time.perf_counter()
   test_vectors = encoder.encode(test_split.texts, show_progress=True)
   test_labels = np.array(test_split.labels)
@@ -168,9 +171,9 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
              for t, g, h in zip(texts, test_labels[scored], hits)]
   results.update(accuracy=accuracy, eval_seconds=round(time.perf_counter() - start, 1))
   if jax.process_index() == 0:
-    common.write_tsv(workdir / "predictions.tsv", ("support_set", "text", "gold", "predicted", "score",
-                                                   "nearest_support_utterance"), rows)
-    (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    tsv.write_tsv(workdir / "predictions.tsv", ("support_set", "text", "gold", "predicted", "score",
+                                                "nearest_support_utterance"), rows)
+    train_run.write_results(workdir, results)
     (workdir / "split.json").write_text(json.dumps({"source": source, "target": target}, indent=1) + "\n")
   log.info("accuracy: %s", accuracy)
   return results

@@ -1,0 +1,182 @@
+"""ConvFiT Stage 2 (task-tailored conversational fine-tuning, §2.2) and intent detection by similarity.
+
+Variants of Table 2, chosen by config:
+  * LM / LM+S1: ``stage2.enabled = False`` with ``model.name`` = the input LM or a Stage 1 export
+    (``methods.convfit.stage1``), classified by k-NN or by the MLP baseline (``classifier.kind = "mlp"``);
+  * LM+S2 / LM+S1+S2: ``stage2.enabled = True``; ``stage2.loss`` = ``ocl`` | ``cos`` | ``smax``;
+  * RAND: ``model.init = "random"`` (the LM's architecture and tokenizer, random weights).
+
+Stage 2 encodes utterances with the LM, mean-pools, and applies a d_o = 512 tanh down-projection
+(``heads.projection``); the pair loss (``losses.pairs``) pulls same-intent pairs together. Two ways to sample
+pairs (``stage2.sampling``):
+  * ``paper``: the pair sets PP / NP of §2.2 (every same-intent pair, 2n random negatives per positive),
+    shuffled each epoch and cut into batches of ``train.batch_size`` pairs; each step encodes 2 x batch
+    utterances. BANKING77 10-shot with n = 3 has 24,255 pairs: 758 steps per epoch.
+  * ``fast``: batches of P intents x K utterances (``data.samplers.ClassBalancedBatches``, K =
+    ``stage2.examples_per_class``, P = batch / K), each utterance encoded once, and the pair loss applied to
+    all B(B-1)/2 in-batch pairs (same intent = positive). An epoch is one pass over the utterances
+    (BANKING77 10-shot: 28 steps of 32), so an epoch costs ~1/50 of the paper mode's encoder passes. Not in
+    the paper; see ``bench/results/convfit.md`` for how it compares. Each batch is encoded in
+    ``stage2.length_groups`` length-sorted sub-batches (``batching.pad_in_length_groups``) to pad less.
+
+Inference (``fewshot_nlu.models.intent_model``): k-NN by cosine in the specialised (projected) space over the
+training pool, plus any ``eval.extra_pool_splits`` (inference-time pool augmentation, Figure 6).
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import time
+
+import jax
+import ml_collections
+import numpy as np
+
+from fewshot_nlu import config_checks
+from fewshot_nlu.data import samplers, splits
+from fewshot_nlu.data.intent_folder import IntentSplit
+from fewshot_nlu.data.stream import EpochStream
+from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.encoders.transformer import DTYPES
+from fewshot_nlu.evaluation import knn
+from fewshot_nlu.heads import mlp as mlp_head
+from fewshot_nlu.models.intent_model import CLASSIFIERS, IntentModel
+from fewshot_nlu.train import run as train_run
+from fewshot_nlu.train import specialisation
+from fewshot_nlu.train.metrics import MetricWriter
+
+log = logging.getLogger(__name__)
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  builder = train_run.validate_common(config)
+  config_checks.require_choice(config, "model.init", specialisation.INITS)
+  config_checks.require_choice(config, "stage2.loss", specialisation.LOSSES)
+  config_checks.require_choice(config, "stage2.sampling", specialisation.SAMPLINGS)
+  config_checks.require_choice(config, "classifier.kind", CLASSIFIERS)
+  config_checks.require_positive(config, "classifier.k", "classifier.mlp.epochs",
+                                 "classifier.mlp.batch_size", "classifier.mlp.learning_rate")
+  config_checks.require_fraction(config, "classifier.mlp.dropout")
+  if config.stage2.projection_dim < 0 or config.stage2.negatives < 0:
+    raise config_checks.ConfigError("config.stage2.projection_dim and config.stage2.negatives must be >= 0")
+  if config.stage2.sampling == "fast":
+    config_checks.require_positive(config, "stage2.examples_per_class")
+    specialisation.validate_length_groups(config)
+    if config.train.batch_size % config.stage2.examples_per_class:
+      raise config_checks.ConfigError(
+          f"config.stage2.examples_per_class: {config.stage2.examples_per_class} does not divide "
+          f"config.train.batch_size={config.train.batch_size} (fast sampling fills batches with P intents x K "
+          "utterances)")
+  splits.require_splits(config, builder, "eval.extra_pool_splits", config.eval.extra_pool_splits)
+
+
+# --------------------------------------------------------------------------------------------- batches
+
+def fast_stream(split: IntentSplit, label_ids: dict, tokenizer, config, host_batch: int, mesh) -> EpochStream:
+  """P intents x K utterances per batch (``samplers.ClassBalancedBatches``), for the all-pairs loss."""
+  labels = np.array([label_ids[l] for l in split.labels], np.int32)
+  k = config.stage2.examples_per_class
+  p = host_batch // k
+  if p > len(label_ids) or p < 2:
+    raise config_checks.ConfigError(
+        f"config.stage2.examples_per_class: batches of {host_batch} with K={k} hold P={p} intents, but fast "
+        f"sampling needs 2 <= P <= {len(label_ids)} (the intents of {split.source})")
+  plan = samplers.ClassBalancedBatches(tuple(int(l) for l in labels), p, k, seed=config.seed)
+  return specialisation.in_batch_stream(split.texts, {"label": labels}, tokenizer, config, host_batch, mesh, plan)
+
+
+# ------------------------------------------------------------------------------------------------- run
+
+def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
+  train_split, eval_split = splits.read_splits(config)
+  splits.warn_unseen_labels(train_split, eval_split)
+  model = specialisation.load_encoder(config)
+  timings = {}
+
+  def sentence_encoder(encoder_params, projection=None):
+    return SentenceEncoder(model.config, encoder_params, model.tokenizer, pooling_mode=config.model.pooling,
+                           max_length=config.model.max_length, batch_size=config.eval.batch_size,
+                           dtype=DTYPES[config.model.dtype], projection=projection)
+
+  writer = MetricWriter(workdir)
+  results, steps = {}, 0
+  if config.eval.before_training and config.stage2.enabled:
+    untouched = knn.nearest_neighbour_eval(sentence_encoder(model.params), train_split, eval_split, workdir,
+                                           "predictions_before_training")
+    results["accuracy_before_training"] = untouched["accuracy"]
+  params = {"encoder": model.params}
+  if config.stage2.enabled:
+    params, axes = specialisation.stage2_params(model.params, model.config, config)
+    mesh, host_batch = train_run.mesh_and_host_batch(config)
+    label_ids = {l: i for i, l in enumerate(train_split.label_names)}
+    if config.stage2.sampling == "fast":
+      stream = fast_stream(train_split, label_ids, model.tokenizer, config, host_batch, mesh)
+    else:
+      pairs = samplers.convfit_pairs(train_split.labels, config.stage2.negatives, seed=config.seed)
+      stream = specialisation.paper_stream(train_split.texts, pairs, model.tokenizer, config, host_batch)
+    start = time.perf_counter()
+    loss_fn = specialisation.make_loss_fn(model.config, config)
+    params, steps = train_run.train(config, workdir, params, axes, loss_fn, stream, mesh, writer)
+    timings["stage2_seconds"] = time.perf_counter() - start
+    per_step = config.train.batch_size * (1 if config.stage2.sampling == "fast" else 2)
+    results["encoder_passes"] = steps * per_step
+  encoder = sentence_encoder(params["encoder"], params.get("projection"))
+
+  start = time.perf_counter()
+  pool = _pool(config, train_split)
+  labels = list(train_split.label_names)
+  mlp = _train_mlp(labels, encoder, train_split, config) if config.classifier.kind == "mlp" else None
+  intent_model = IntentModel.from_examples(encoder, pool.texts, pool.labels, show_progress=True, label_names=labels,
+                                           k=config.classifier.k, classifier=config.classifier.kind, mlp=mlp)
+  timings["classifier_seconds"] = time.perf_counter() - start
+  results.update(knn.evaluate_intent_model(intent_model, eval_split, workdir, "predictions"))
+  results.update({k: round(v, 2) for k, v in timings.items()},
+                 variant=variant_name(config, is_stage1_model(model.directory)), classifier=config.classifier.kind)
+  if jax.process_index() == 0:
+    intent_model.save(workdir / "export", encoder_heads=model.heads)
+  results = train_run.finish(config, workdir, results, steps, writer)
+  writer.close()
+  return results
+
+
+def _pool(config, train_split: IntentSplit) -> IntentSplit:
+  """The training pool, plus ``eval.extra_pool_splits`` (pairs already in the pool are not repeated)."""
+  if not config.eval.extra_pool_splits:
+    return train_split
+  builder = splits.prepared_builder(config)
+  seen = set(zip(train_split.texts, train_split.labels))
+  texts, labels = list(train_split.texts), list(train_split.labels)
+  for split in config.eval.extra_pool_splits:
+    extra = splits.read_split(config, split, builder)
+    for t, l in zip(extra.texts, extra.labels):
+      if (t, l) not in seen:
+        seen.add((t, l))
+        texts.append(t)
+        labels.append(l)
+  log.info("inference pool: %d training + %d extra utterances", len(train_split.texts),
+           len(texts) - len(train_split.texts))
+  return IntentSplit(texts, labels, f"{train_split.source} + {'+'.join(config.eval.extra_pool_splits)}")
+
+
+def _train_mlp(labels: list[str], encoder: SentenceEncoder, train_split: IntentSplit, config):
+  c = config.classifier.mlp
+  features = encoder.encode(train_split.texts, show_progress=True)
+  targets = np.eye(len(labels), dtype=np.float32)[[labels.index(l) for l in train_split.labels]]
+  return mlp_head.train(features, targets, mlp_head.MLPConfig(
+      hidden=tuple(c.hidden), dropout=c.dropout, learning_rate=c.learning_rate, epochs=c.epochs,
+      batch_size=c.batch_size, seed=config.seed))
+
+
+STAGE1_MARKER = "convfit_stage1.json"  # written into a Stage 1 export by methods.convfit.stage1
+
+
+def is_stage1_model(directory: pathlib.Path) -> bool:
+  return (pathlib.Path(directory) / STAGE1_MARKER).exists()
+
+
+def variant_name(config, stage1: bool) -> str:
+  """Table 2's naming: LM[+S1][+S2-<LOSS>] (RAND for random init), and the classifier."""
+  lm = "RAND" if config.model.init == "random" else "LM"
+  s1 = "+S1" if stage1 else ""
+  s2 = f"+S2-{config.stage2.loss.upper()}" if config.stage2.enabled else ""
+  return f"{lm}{s1}{s2} ({config.classifier.kind})"

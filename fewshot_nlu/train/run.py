@@ -1,0 +1,108 @@
+"""Train wiring every method shares, and the one way a run finishes.
+
+``validate_training`` checks the model / train / eval fields before anything compiles; ``mesh_and_host_batch``
+and ``train`` run the resumable loop (mesh, stream, checkpoints, metrics); ``write_results`` writes
+``results.json`` (process 0 only, atomically) and ``finish`` adds the fields an intent run reports.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+from typing import Any
+
+import jax
+import ml_collections
+
+from fewshot_nlu import config_checks, sharding
+from fewshot_nlu.data import builders, splits
+from fewshot_nlu.data.stream import EpochStream
+from fewshot_nlu.encoders import pooling
+from fewshot_nlu.encoders.transformer import DTYPES
+from fewshot_nlu.train import loop, optimizer
+from fewshot_nlu.train.checkpoint import Checkpointer
+from fewshot_nlu.train.metrics import MetricWriter
+from fewshot_nlu.train.setup import build_training
+from fewshot_nlu.train.step import GradsFn, LossFn
+
+log = logging.getLogger(__name__)
+
+
+def validate_training(config: ml_collections.ConfigDict) -> None:
+  """The checks of the model, train and eval fields every training method shares."""
+  config_checks.require_positive(config, "train.batch_size", "train.epochs", "train.learning_rate",
+                                 "model.max_length", "eval.batch_size", "train.save_every",
+                                 "train.log_every")
+  config_checks.require_fraction(config, "train.warmup_fraction")
+  config_checks.require_choice(config, "train.decay", optimizer.DECAYS)
+  config_checks.require_choice(config, "model.pooling", tuple(pooling.POOLERS))
+  config_checks.require_choice(config, "model.dtype", tuple(DTYPES))
+
+
+def validate_common(config: ml_collections.ConfigDict):
+  """The checks every intent method needs; none needs a model or a compile (preparing the dataset files is
+  allowed). Returns the prepared builder."""
+  config_checks.require_choice(config, "data.builder", tuple(builders.BUILDERS))
+  validate_training(config)
+  return splits.prepared_builder(config)
+
+
+def mesh_and_host_batch(config: ml_collections.ConfigDict) -> tuple[Any, int]:
+  """The mesh, and this process's slice of ``config.train.batch_size`` (which must split over the
+  data-parallel devices)."""
+  mesh = sharding.make_mesh(dict(config.mesh))
+  global_batch = config.train.batch_size
+  if global_batch % sharding.data_parallel_size(mesh):
+    raise config_checks.ConfigError(
+        f"config.train.batch_size: {global_batch} is not divisible by the "
+        f"{sharding.data_parallel_size(mesh)} data-parallel devices of mesh {dict(mesh.shape)}")
+  return mesh, global_batch // jax.process_count()
+
+
+def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any, logical_axes: Any,
+          loss_fn: LossFn, stream: EpochStream, mesh, writer: MetricWriter, *, grads_fn: GradsFn | None = None,
+          total_steps: int | None = None, callback=None, callback_every: int = 0) -> tuple[Any, int]:
+  """Runs the resumable training loop (``config.train.epochs`` of ``stream`` unless ``total_steps`` is
+  given, at most ``config.train.max_steps`` when the config has one > 0); returns (trained params on host,
+  total steps). ``callback`` / ``callback_every``: see ``train.loop.train``."""
+  total_steps = total_steps or stream.total_steps(config.train.epochs)
+  if config.train.get("max_steps", 0):
+    total_steps = min(total_steps, config.train.max_steps)
+  training = build_training(params, logical_axes, loss_fn, total_steps, mesh, config, grads_fn)
+  checkpointer = Checkpointer(workdir, config.train.save_every, config.train.keep_checkpoints)
+  try:
+    state = loop.train(training=training, stream=stream, total_steps=total_steps, mesh=mesh,
+                       checkpointer=checkpointer, writer=writer, log_every=config.train.log_every,
+                       description=f"{config.method} {config.data.builder}/{config.data.train_split}",
+                       callback=callback, callback_every=callback_every)
+  finally:
+    checkpointer.close()
+  return jax.device_get(state.params), total_steps
+
+
+def finish(config: ml_collections.ConfigDict, workdir: pathlib.Path, results: dict, steps: int,
+           writer: MetricWriter) -> dict:
+  """An intent run's results: adds the method, dataset, splits, steps and model, logs the accuracy as a metric,
+  and writes ``results.json`` (``write_results``)."""
+  results.update(method=config.method, dataset=config.data.builder, train_split=config.data.train_split,
+                 eval_split=config.data.eval_split, steps=steps, model=config.model.name)
+  writer.write(steps, {"accuracy": results["accuracy"]}, prefix="eval/")
+  return write_results(workdir, results)
+
+
+def write_results(workdir, results: dict, name: str = "results.json") -> dict:
+  """Writes ``results`` as indented JSON to ``workdir/name`` on process 0 (a temporary file renamed over the
+  old one, so an interrupted write never leaves half a file); returns ``results``."""
+  if jax.process_index() == 0:
+    path = workdir / name
+    text = json.dumps(results, indent=2) + "\n"
+    if isinstance(path, pathlib.Path):
+      tmp = path.with_name(f".{name}.tmp")
+      tmp.write_text(text)
+      os.replace(tmp, path)
+    else:  # a remote (gs://) path: object writes are atomic already
+      path.write_text(text)
+  log.info("results: %s", {k: v for k, v in results.items() if not isinstance(v, (dict, list))})
+  return results

@@ -1,0 +1,195 @@
+"""Contrastive specialisation of a sentence encoder over utterance pairs: ConvFiT's Stage 2 (§2.2), reused by
+Multi-ConvFiT (§2.1, where a pair is positive when the label sets intersect).
+
+The encoder (dropout on) mean-pools and, when ``stage2.projection_dim`` > 0, applies ConvFiT's d_o tanh
+down-projection (``heads.projection``); a pair loss (``losses.pairs``: OCL / COS / SMAX) pulls positive pairs
+together. Two ways to sample pairs (``stage2.sampling``): ``paper`` streams batches of the pair lists of §2.2
+(``paper_stream``); ``fast`` encodes each utterance of a batch once and applies the loss to all in-batch pairs
+(``in_batch_stream`` + the all-pairs loss). ``stage2_params`` builds what is trained (the encoder, with fresh
+adapters for C-ADAPT, the projection, SMAX's pair classifier); ``load_encoder`` the starting encoder.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from jax.sharding import PartitionSpec as P
+
+from fewshot_nlu import config_checks, sharding
+from fewshot_nlu.data import batching, samplers
+from fewshot_nlu.data.stream import EpochStream
+from fewshot_nlu.encoders import adapters, pooling, pretrained, transformer
+from fewshot_nlu.encoders.transformer import DTYPES
+from fewshot_nlu.heads import mlp as mlp_head
+from fewshot_nlu.heads import projection as projection_head
+from fewshot_nlu.losses import pairs as pair_losses
+
+log = logging.getLogger(__name__)
+
+LOSSES = ("ocl", "cos", "smax")
+SAMPLINGS = ("fast", "paper")
+INITS = ("pretrained", "random")
+
+
+def validate_length_groups(config: ml_collections.ConfigDict) -> None:
+  """``stage2.length_groups`` (sub-batches of the all-pairs stream) is >= 1 and divides the batch."""
+  if config.stage2.length_groups < 1 or config.train.batch_size % config.stage2.length_groups:
+    raise config_checks.ConfigError(
+        f"config.stage2.length_groups: {config.stage2.length_groups} must be >= 1 and divide "
+        f"config.train.batch_size={config.train.batch_size}")
+
+
+# ---------------------------------------------------------------------------------------------- the loss
+
+def embed_fn(cfg: transformer.EncoderConfig, config: ml_collections.ConfigDict):
+  """``embed(params, ids, mask, rng)``: encoder (dropout on) -> pooling -> down-projection if present. With
+  ``stage2.mode = "adapter"`` (Multi-ConvFiT's C-ADAPT) gradients reach only the encoder's adapters."""
+  dtype = DTYPES[config.model.dtype]
+  pool = pooling.get_pooler(config.model.pooling)
+
+  adapter_only = config.stage2.get("mode", "fft") == "adapter"
+
+  def embed(params, ids, mask, rng):
+    encoder_params = adapters.freeze_base(params["encoder"]) if adapter_only else params["encoder"]
+    module = transformer.encoder_for(cfg, encoder_params, dtype)
+    hidden = module.apply({"params": encoder_params}, ids, mask, deterministic=False, rngs={"dropout": rng})
+    vectors = pool(hidden, mask)
+    return projection_head.apply(params["projection"], vectors) if "projection" in params else vectors
+
+  return embed
+
+
+def pair_loss_fn(config: ml_collections.ConfigDict):
+  """``loss(params, a, b, positive, valid)`` for ``stage2.loss``."""
+  s2 = config.stage2
+  if s2.loss == "ocl":
+    return lambda params, a, b, pos, valid: pair_losses.online_contrastive_loss(a, b, pos, valid, margin=s2.margin)
+  if s2.loss == "cos":
+    return lambda params, a, b, pos, valid: pair_losses.cosine_pair_loss(
+        a, b, pos, valid, positive_target=s2.cos_targets[0], negative_target=s2.cos_targets[1])
+  return lambda params, a, b, pos, valid: pair_losses.softmax_pair_loss(a, b, pos, valid, params["pair_classifier"])
+
+
+def make_loss_fn(cfg: transformer.EncoderConfig, config: ml_collections.ConfigDict):
+  embed, pair_loss = embed_fn(cfg, config), pair_loss_fn(config)
+
+  def paper_loss(params, batch, rng):
+    first_rng, second_rng = jax.random.split(rng)
+    a = embed(params, batch["first_ids"], batch["first_mask"], first_rng)
+    b = embed(params, batch["second_ids"], batch["second_mask"], second_rng)
+    return pair_loss(params, a, b, batch["positive"], batch["valid"]), {}
+
+  def fast_loss(params, batch, rng):
+    groups = sorted({k.rsplit("_", 1)[1] for k in batch if k.startswith("ids_")}, key=int)
+    vectors = jnp.concatenate([embed(params, batch[f"ids_{g}"], batch[f"mask_{g}"], jax.random.fold_in(rng, int(g)))
+                               for g in groups])
+    first, second = all_pairs(vectors.shape[0])
+    positive = in_batch_positive(batch, first, second)
+    valid = batch["valid"][first] & batch["valid"][second]
+    return pair_loss(params, vectors[first], vectors[second], positive, valid), {
+        "positive_pairs": jnp.sum(positive & valid).astype(jnp.float32)}
+
+  return fast_loss if config.stage2.sampling == "fast" else paper_loss
+
+
+def in_batch_positive(batch: dict, first, second) -> jax.Array:
+  """Whether rows ``first`` and ``second`` of the batch form a positive pair: same intent (``label``), or,
+  for multi-label data (``label_sets``, multi-hot [B, C]), intersecting label sets (Multi-ConvFiT §2.1)."""
+  if "label_sets" in batch:
+    sets = batch["label_sets"]
+    return jnp.sum(sets[first] * sets[second], axis=-1) > 0
+  return batch["label"][first] == batch["label"][second]
+
+
+def all_pairs(batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+  """Row indices (i, j), i < j, of every unordered in-batch pair."""
+  return np.triu_indices(batch_size, k=1)
+
+
+# --------------------------------------------------------------------------------------------- batches
+
+def _valid(n: int, batch_size: int) -> np.ndarray:
+  return np.arange(batch_size) < n
+
+
+def in_batch_stream(texts, fields: dict[str, np.ndarray], tokenizer, config, host_batch: int, mesh,
+                    plan=None) -> EpochStream:
+  """Batches of utterances for the all-pairs loss: each batch's token ids in ``stage2.length_groups``
+  length-sorted sub-batches (``ids_<g>`` / ``mask_<g>``), ``valid``, and each of ``fields`` (per-utterance
+  arrays: ``label`` or ``label_sets``) in the same row order. ``plan``: a batch plan (default: shuffled)."""
+  groups = config.stage2.length_groups
+  if (config.train.batch_size // groups) % sharding.data_parallel_size(mesh):
+    raise config_checks.ConfigError(
+        f"config.stage2.length_groups: {groups} groups of {config.train.batch_size // groups} rows do not split "
+        f"over the {sharding.data_parallel_size(mesh)} data-parallel devices of mesh {dict(mesh.shape)}")
+  token_ids = tokenizer.encode(texts, config.model.max_length)
+  buckets = batching.length_buckets(config.model.max_length)
+
+  def make_batch(indices, epoch, batch_size):
+    order, padded = batching.pad_in_length_groups([token_ids[i] for i in indices], groups, buckets,
+                                                  tokenizer.pad_id, batch_size)
+    batch = {"valid": _valid(len(indices), batch_size)}
+    for name, values in fields.items():
+      column = np.zeros((batch_size, *values.shape[1:]), values.dtype)
+      column[: len(indices)] = values[np.asarray(indices)[order]]
+      batch[name] = column
+    for g, part in enumerate(padded):
+      batch[f"ids_{g}"], batch[f"mask_{g}"] = part["input_ids"], part["attention_mask"]
+    return batch
+
+  return EpochStream(len(texts), host_batch, make_batch, seed=config.seed, plan=plan)
+
+
+def paper_stream(texts, pairs: samplers.Pairs, tokenizer, config, host_batch: int) -> EpochStream:
+  """Batches of ``train.batch_size`` pairs (indices into ``texts``), each side padded to its own bucket."""
+  token_ids = tokenizer.encode(texts, config.model.max_length)
+  log.info("paper sampling: %d positive + %d negative pairs", pairs.positive.sum(), (~pairs.positive).sum())
+  buckets = batching.length_buckets(config.model.max_length)
+  first = [token_ids[i] for i in pairs.first]
+  second = [token_ids[i] for i in pairs.second]
+  make_batch = batching.padded_batcher({"first": (first, buckets), "second": (second, buckets)},
+                                       tokenizer.pad_id, {"positive": pairs.positive})
+  return EpochStream(len(pairs), host_batch, make_batch, seed=config.seed)
+
+
+# ----------------------------------------------------------------------------------------------- params
+
+def _linear_init(rng, n_in, n_out):
+  return mlp_head.init(rng, (n_in, n_out))[0]
+
+
+def stage2_params(encoder_params, cfg: transformer.EncoderConfig, config) -> tuple[dict, dict]:
+  """(params, logical axes) of everything Stage 2 trains: encoder (with fresh adapters when ``stage2.mode`` is
+  "adapter"), projection, SMAX's pair classifier."""
+  rng = jax.random.key(config.seed)
+  params = {"encoder": encoder_params}
+  axes = {"encoder": transformer.logical_axes(cfg)}
+  if config.stage2.get("mode", "fft") == "adapter":
+    size = adapters.size_for(cfg, config.stage2.adapter_reduction)
+    params["encoder"] = adapters.add_fresh(cfg, encoder_params, config.stage2.adapter_reduction,
+                                           jax.random.fold_in(rng, 3))
+    axes["encoder"] = transformer.logical_axes(cfg, size)
+  dim = cfg.hidden_size
+  if config.stage2.projection_dim:
+    dim = config.stage2.projection_dim
+    params["projection"] = jax.device_get(projection_head.init(jax.random.fold_in(rng, 1), cfg.hidden_size, dim))
+    axes["projection"] = projection_head.logical_axes()
+  if config.stage2.loss == "smax":
+    params["pair_classifier"] = jax.device_get(_linear_init(jax.random.fold_in(rng, 2), 3 * dim, 2))
+    axes["pair_classifier"] = {"kernel": P(None, None), "bias": P(None)}
+  return params, axes
+
+
+def load_encoder(config) -> pretrained.Pretrained:
+  model = pretrained.load_pretrained(config.model.name)
+  if config.model.max_length > model.config.max_length:
+    raise config_checks.ConfigError(f"config.model.max_length: {config.model.max_length} exceeds the model's "
+                                    f"{model.config.max_length} positions")
+  if config.model.init == "random":
+    model.params = jax.device_get(transformer.init_params(model.config, jax.random.key(config.seed)))
+    model.heads = {}
+  return model
