@@ -9,7 +9,11 @@ import pathlib
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from fewshot_nlu.span_decoding import (
+
+from fewshot_nlu.encoders import pretrained, transformer
+from fewshot_nlu.evaluation.span_f1 import SpanCounts
+from fewshot_nlu.methods.retriever import training as retriever_training
+from fewshot_nlu.methods.retriever.decoding import (
   Candidate,
   beam_search,
   decode,
@@ -18,10 +22,6 @@ from fewshot_nlu.span_decoding import (
   merge_consecutive,
   to_bio,
 )
-
-from fewshot_nlu.encoders import pretrained, transformer
-from fewshot_nlu.evaluation.span_f1 import SpanCounts
-from fewshot_nlu.methods.retriever import training as retriever_training
 from fewshot_nlu.methods.retriever.losses import batch_softmax_loss, reduce_label_scores
 from fewshot_nlu.methods.retriever.spans import SlotRetriever, SpanEncoder
 from tests import tiny
