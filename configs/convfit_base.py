@@ -12,7 +12,7 @@ Variants (Table 2): --config.stage2.loss=cos|smax, --config.stage2.enabled=False
 
 import ml_collections
 
-from configs import default
+from configs import common
 
 SHOTS = {"10": ("train_10", 10, 3), "30": ("train_30", 5, 3), "full": ("train", 2, 1)}
 
@@ -21,8 +21,7 @@ def get_config(dataset: str, shots: str = "10") -> ml_collections.ConfigDict:
   if shots not in SHOTS:
     raise ValueError(f"shots {shots!r} unknown; choose one of {sorted(SHOTS)} (configs/convfit_*.py:<shots>)")
   split, epochs, negatives = SHOTS[shots]
-  config = default.get_config()
-  config.method = "convfit"
+  config = common.add_training(common.base("convfit"))
   config.model.init = "pretrained"  # "random": RAND in Table 2
   config.model.max_length = 48
   config.data.builder = dataset
@@ -50,12 +49,7 @@ def get_config(dataset: str, shots: str = "10") -> ml_collections.ConfigDict:
   config.classifier = ml_collections.ConfigDict()
   config.classifier.kind = "knn"  # "knn" | "mlp"
   config.classifier.k = 1
-  config.classifier.mlp = ml_collections.ConfigDict()
-  config.classifier.mlp.hidden = (768, 768)
-  config.classifier.mlp.dropout = 0.75
-  config.classifier.mlp.learning_rate = 0.5
-  config.classifier.mlp.epochs = 500
-  config.classifier.mlp.batch_size = 32
+  config.classifier.mlp = common.mlp_classifier()  # Casanueva et al. (2020): 2 x 768, dropout 0.75, SGD 0.5
 
   config.eval.before_training = True  # also report k-NN with the untouched encoder
   config.eval.extra_pool_splits = ()  # e.g. ("train_30",): index more examples at inference (Figure 6)

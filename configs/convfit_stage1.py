@@ -12,12 +12,13 @@ and ``--config.loss.cache_chunks`` (gradient caching) to bound memory. On a CPU,
 ``--config.train.max_steps``.
 """
 
-from configs import default
+import ml_collections
+
+from configs import common
 
 
 def get_config():
-  config = default.get_config()
-  config.method = "convfit_stage1"
+  config = common.add_training(common.base("convfit_stage1"))
   config.model.max_length = 64  # context and response, each
   config.data.builder = "dialogue_pairs"
   config.data.builder_config = "context_response"
@@ -27,7 +28,9 @@ def get_config():
   config.train.epochs = 2
   config.train.max_steps = 0  # > 0: stop after this many steps (the schedule spans them)
   config.train.save_every = 200
-  config.loss.scale = 20.0
+  config.loss = ml_collections.ConfigDict()
+  config.loss.scale = 20.0  # D in S(c, r) = D * cos(c, r); sentence-transformers' default
+  config.loss.exclude_positive = True  # Eq. (1) as printed; False = sentence-transformers' MNRL
   config.loss.cache_chunks = 0  # > 0: gradient-cached MNEG over this many chunks of the global batch
   config.eval.max_pairs = 2000  # held-out pairs for response selection (groups of 100)
   config.eval.before_training = True

@@ -6,13 +6,12 @@ out-of-scope detection; response selection top-1/3/10 of 100 on held-out dialogu
 Results: ``suite.md`` (tables) and ``suite.json`` / ``results.json`` in the workdir.
 """
 
-from configs import default
+from configs import common
 from fewshot_nlu.evaluation import suite
 
 
 def get_config():
-  config = default.get_config()
-  config.method = "evaluate"
+  config = common.base("evaluate")  # no training: the shared sections and the suite's
   config.eval.batch_size = 64
   suite.add_config(config)
   return config

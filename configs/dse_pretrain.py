@@ -13,7 +13,7 @@ mesh on accelerators: ``--config.mesh.data=-1``.
 
 import ml_collections
 
-from configs import default
+from configs import common
 from fewshot_nlu.evaluation import suite
 
 VARIANTS = ("consecutive", "dropout", "multi_turn", "combined")
@@ -22,8 +22,7 @@ VARIANTS = ("consecutive", "dropout", "multi_turn", "combined")
 def get_config(variant: str = "consecutive"):
   if variant not in VARIANTS:
     raise ValueError(f"configs/dse_pretrain.py:{variant}: the variant must be one of {VARIANTS}")
-  config = default.get_config()
-  config.method = "dse"
+  config = common.add_training(common.base("dse"))
   config.model.max_length = 128 if variant in ("multi_turn", "combined") else 64
   config.data.builder = "dialogue_pairs"
   config.data.builder_config = variant if variant in ("consecutive", "multi_turn") else "consecutive"
@@ -43,6 +42,7 @@ def get_config(variant: str = "consecutive"):
   config.train.grad_clip_norm = 0.0
   config.train.save_every = 100
   config.train.log_every = 10
+  config.loss = ml_collections.ConfigDict()
   config.loss.temperature = 0.05
   config.loss.hard_negative_weighting = True  # False: plain NT-Xent over the same negatives
   config.eval.batch_size = 64

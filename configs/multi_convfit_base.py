@@ -19,7 +19,7 @@ the classifier's learning-rate decay after warm-up is not stated in the paper: c
 
 import ml_collections
 
-from configs import default
+from configs import common
 
 MODES = {"fft": ("fft", 2e-5), "adapter": ("adapter", 4e-4), "none": ("fft", 2e-5)}
 
@@ -38,8 +38,7 @@ def parse(arg: str) -> tuple[str, str]:
 
 def get_config(builder: str, builder_config: str = "", arg: str = "") -> ml_collections.ConfigDict:
   regime, mode = parse(arg)
-  config = default.get_config()
-  config.method = "multi_convfit"
+  config = common.add_training(common.base("multi_convfit"))
   config.model.init = "pretrained"
   config.model.max_length = 128
 
@@ -74,20 +73,13 @@ def get_config(builder: str, builder_config: str = "", arg: str = "") -> ml_coll
   config.stage2.projection_dim = 0  # no down-projection in Multi-ConvFiT
 
   config.classifier = ml_collections.ConfigDict()
-  config.classifier.hidden = (512,)
-  config.classifier.dropout = 0.4
-  config.classifier.optimizer = "adamw"
-  config.classifier.learning_rate = 3e-3
-  config.classifier.weight_decay = 0.02
-  config.classifier.warmup_fraction = 0.1
-  config.classifier.decay = "cosine"
-  config.classifier.epochs = 600
-  config.classifier.batch_size = 32
-  config.classifier.label_smoothing = 0.05  # epsilon = 1 - ls; the paper's ls = 0.95 (0 disables)
+  config.classifier.mlp = common.mlp_classifier(
+      hidden=(512,), dropout=0.4, optimizer="adamw", learning_rate=3e-3, weight_decay=0.02, warmup_fraction=0.1,
+      decay="cosine", epochs=600, batch_size=32,
+      label_smoothing=0.05)  # epsilon = 1 - ls; the paper's ls = 0.95 (0 disables)
   config.classifier.threshold = 0.3  # theta
   config.classifier.calibrate = False  # per-intent thresholds from out-of-fold predictions on the training data
   config.classifier.calibration_folds = 5
 
   config.eval.batch_size = 64
-  config.eval.before_training = False
   return config

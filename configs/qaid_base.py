@@ -12,18 +12,21 @@ Ablations (Table 3): --config.qaid.loss=npairs | triplet (ColBERT baseline, BM25
 
 import ml_collections
 
-from configs import default
+from configs import common
 
 SHOTS = {"5": "train_5", "10": "train_10", "full": "train"}
 
 
+def base_config() -> ml_collections.ConfigDict:
+  """The sections QAID reads: the shared ones, training, and ``qaid`` (``add_qaid_fields``)."""
+  return common.add_training(common.base("qaid"))
+
+
 def add_qaid_fields(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  config.method = "qaid"
   config.train.batch_size = 32
   config.train.learning_rate = 1e-5
   config.train.max_steps = 0  # > 0 caps the run (benchmarks on CPU)
   config.train.save_every = 100
-  config.eval.before_training = False  # a fresh projection makes the untouched model meaningless here
 
   q = config.qaid = ml_collections.ConfigDict()
   q.stage = "finetune"  # "pretrain" | "finetune"
@@ -49,7 +52,7 @@ def add_qaid_fields(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
 def get_config(dataset: str, shots: str = "5") -> ml_collections.ConfigDict:
   if shots not in SHOTS:
     raise ValueError(f"shots {shots!r} unknown; choose one of {sorted(SHOTS)} (configs/qaid_*.py:<shots>)")
-  config = add_qaid_fields(default.get_config())
+  config = add_qaid_fields(base_config())
   config.data.builder = dataset
   config.data.train_split = SHOTS[shots]
   config.data.eval_split = "test"

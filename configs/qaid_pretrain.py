@@ -5,11 +5,11 @@ of BANKING77, CLINC150, HWU64 and SNIPS (test sets excluded); batch 64 (x 2 view
 then fine-tune with --config.model.name=runs/qaid_pretrain/export. Cap a CPU run with --config.train.max_steps.
 """
 
-from configs import default, qaid_base
+from configs import qaid_base
 
 
 def get_config():
-  config = qaid_base.add_qaid_fields(default.get_config())
+  config = qaid_base.add_qaid_fields(qaid_base.base_config())
   config.qaid.stage = "pretrain"
   config.qaid.mlm_weight = 0.1  # lambda
   config.qaid.class_weight = 0.0

@@ -3,16 +3,14 @@ reads); ``configs/retriever_snips.py`` and ``configs/retriever_clinc.py`` add th
 
 import ml_collections
 
-from configs import default
+from configs import common
 
 
 def get_config(method: str, *, per_label_batch: int, eval_every: int, train: bool = True
                ) -> ml_collections.ConfigDict:
-  config = default.get_config()
-  config.method = method
+  config = common.add_training(common.base(method))
   config.train.epochs = 1
   config.train.warmup_fraction = 0.1  # App. A.1
-  config.eval.before_training = False
 
   r = config.retriever = ml_collections.ConfigDict()
   r.train = train  # False: the untouched encoder (^frz)

@@ -39,10 +39,11 @@ def setup_jax(config) -> None:
 
 def run(config, workdir: str | pathlib.Path) -> dict:
   """Validates the config (before any compile), records it in the workdir, and runs the method."""
+  from fewshot_nlu import config_fields, workdirs
   from fewshot_nlu.config_checks import ConfigError
-  from fewshot_nlu.methods import get_method
-  from fewshot_nlu import workdirs
+  from fewshot_nlu.methods import METHODS, get_method
   method = get_method(config.method)
+  config_fields.require_no_ignored_fields(config, config.method, METHODS[config.method])
   if workdirs.is_remote(workdir) and not getattr(method, "REMOTE_WORKDIR", False):
     raise ConfigError(f"--workdir={workdir}: method {config.method!r} writes its workdir locally; use a local "
                       "--workdir and copy it (gcloud storage rsync), or convfit_stage1, which writes gs:// itself")

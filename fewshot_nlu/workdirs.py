@@ -8,6 +8,8 @@ library can only write locally (safetensors, tokenizers) are written to a tempor
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import pathlib
 import tempfile
@@ -44,3 +46,20 @@ def local_folder(target: epath.Path) -> Iterator[pathlib.Path]:
   with tempfile.TemporaryDirectory(prefix="fewshot_nlu_") as tmp:
     yield pathlib.Path(tmp)
     copy_tree(pathlib.Path(tmp), target)
+
+
+def write_results(workdir, results: dict, name: str = "results.json") -> dict:
+  """Writes ``results`` as indented JSON to ``workdir/name`` on process 0 (a temporary file renamed over the
+  old one, so an interrupted write never leaves half a file); returns ``results``."""
+  import jax
+  if jax.process_index() == 0:
+    path = workdir / name
+    text = json.dumps(results, indent=2) + "\n"
+    if isinstance(path, pathlib.Path):
+      tmp = path.with_name(f".{name}.tmp")
+      tmp.write_text(text)
+      os.replace(tmp, path)
+    else:  # a remote (gs://) path: object writes are atomic already
+      path.write_text(text)
+  logging.getLogger(__name__).info("results: %s", {k: v for k, v in results.items() if not isinstance(v, (dict, list))})
+  return results

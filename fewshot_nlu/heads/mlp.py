@@ -52,6 +52,27 @@ class MLPConfig:
       raise ValueError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
 
 
+def validate_config(config, field: str) -> None:
+  """Checks the MLP section ``config.<field>`` (the fields of ``MLPConfig`` but ``multilabel`` and ``seed``),
+  naming the field at fault."""
+  from fewshot_nlu import config_checks
+  from fewshot_nlu.train import optimizer
+  config_checks.require_choice(config, f"{field}.optimizer", OPTIMIZERS)
+  config_checks.require_choice(config, f"{field}.decay", optimizer.DECAYS)
+  config_checks.require_positive(config, f"{field}.epochs", f"{field}.batch_size", f"{field}.learning_rate")
+  for name in ("dropout", "label_smoothing", "warmup_fraction"):
+    config_checks.require_fraction(config, f"{field}.{name}")
+
+
+def config_from(section, *, multilabel: bool, seed: int) -> MLPConfig:
+  """The ``MLPConfig`` of a config's MLP section (``classifier.mlp`` in every method that trains one)."""
+  return MLPConfig(hidden=tuple(section.hidden), dropout=section.dropout, learning_rate=section.learning_rate,
+                   epochs=section.epochs, batch_size=section.batch_size, multilabel=multilabel,
+                   label_smoothing=section.label_smoothing, optimizer=section.optimizer,
+                   weight_decay=section.weight_decay, warmup_fraction=section.warmup_fraction, decay=section.decay,
+                   seed=seed)
+
+
 def init(rng: jax.Array, sizes: tuple[int, ...]) -> list[dict]:
   """Dense layers ``sizes[0] -> ... -> sizes[-1]``, torch ``nn.Linear`` initialisation (U(+-1/sqrt(in)))."""
   layers = []

@@ -10,12 +10,11 @@ import time
 import jax
 import ml_collections
 
-from fewshot_nlu import config_checks
+from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.encoders import pooling
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation import suite
-from fewshot_nlu.train import run as train_run
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
@@ -35,4 +34,4 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
              "model": config.model.name}
   if jax.process_index() == 0:
     suite.write(results["suite"], workdir, f"Evaluation suite: {config.model.name}")
-  return train_run.write_results(workdir, results)
+  return workdirs.write_results(workdir, results)

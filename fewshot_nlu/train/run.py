@@ -1,22 +1,20 @@
 """Train wiring every method shares, and the one way a run finishes.
 
 ``validate_training`` checks the model / train / eval fields before anything compiles; ``mesh_and_host_batch``
-and ``train`` run the resumable loop (mesh, stream, checkpoints, metrics); ``write_results`` writes
-``results.json`` (process 0 only, atomically) and ``finish`` adds the fields an intent run reports.
+and ``train`` run the resumable loop (mesh, stream, checkpoints, metrics); ``finish`` adds the fields an intent
+run reports and writes them (``workdirs.write_results``, the one writer of ``results.json``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import pathlib
 from typing import Any
 
 import jax
 import ml_collections
 
-from fewshot_nlu import config_checks, sharding
+from fewshot_nlu import config_checks, sharding, workdirs
 from fewshot_nlu.data import builders, splits
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling
@@ -89,20 +87,4 @@ def finish(config: ml_collections.ConfigDict, workdir: pathlib.Path, results: di
   results.update(method=config.method, dataset=config.data.builder, train_split=config.data.train_split,
                  eval_split=config.data.eval_split, steps=steps, model=config.model.name)
   writer.write(steps, {"accuracy": results["accuracy"]}, prefix="eval/")
-  return write_results(workdir, results)
-
-
-def write_results(workdir, results: dict, name: str = "results.json") -> dict:
-  """Writes ``results`` as indented JSON to ``workdir/name`` on process 0 (a temporary file renamed over the
-  old one, so an interrupted write never leaves half a file); returns ``results``."""
-  if jax.process_index() == 0:
-    path = workdir / name
-    text = json.dumps(results, indent=2) + "\n"
-    if isinstance(path, pathlib.Path):
-      tmp = path.with_name(f".{name}.tmp")
-      tmp.write_text(text)
-      os.replace(tmp, path)
-    else:  # a remote (gs://) path: object writes are atomic already
-      path.write_text(text)
-  log.info("results: %s", {k: v for k, v in results.items() if not isinstance(v, (dict, list))})
-  return results
+  return workdirs.write_results(workdir, results)

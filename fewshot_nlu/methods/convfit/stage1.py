@@ -155,4 +155,4 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path | workdirs.epat
   results.update(method=config.method, dataset=config.data.builder, model=config.model.name)
   writer.write(steps, {k: v for k, v in results.items() if k.startswith("r1") or k == "mrr"}, prefix="eval/")
   writer.close()
-  return train_run.write_results(workdir, results)
+  return workdirs.write_results(workdir, results)

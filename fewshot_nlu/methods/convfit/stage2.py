@@ -54,9 +54,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "stage2.loss", specialisation.LOSSES)
   config_checks.require_choice(config, "stage2.sampling", specialisation.SAMPLINGS)
   config_checks.require_choice(config, "classifier.kind", CLASSIFIERS)
-  config_checks.require_positive(config, "classifier.k", "classifier.mlp.epochs",
-                                 "classifier.mlp.batch_size", "classifier.mlp.learning_rate")
-  config_checks.require_fraction(config, "classifier.mlp.dropout")
+  config_checks.require_positive(config, "classifier.k")
+  mlp_head.validate_config(config, "classifier.mlp")
   if config.stage2.projection_dim < 0 or config.stage2.negatives < 0:
     raise config_checks.ConfigError("config.stage2.projection_dim and config.stage2.negatives must be >= 0")
   if config.stage2.sampling == "fast":
@@ -159,12 +158,10 @@ def _pool(config, train_split: IntentSplit) -> IntentSplit:
 
 
 def _train_mlp(labels: list[str], encoder: SentenceEncoder, train_split: IntentSplit, config):
-  c = config.classifier.mlp
   features = encoder.encode(train_split.texts, show_progress=True)
   targets = np.eye(len(labels), dtype=np.float32)[[labels.index(l) for l in train_split.labels]]
-  return mlp_head.train(features, targets, mlp_head.MLPConfig(
-      hidden=tuple(c.hidden), dropout=c.dropout, learning_rate=c.learning_rate, epochs=c.epochs,
-      batch_size=c.batch_size, seed=config.seed))
+  return mlp_head.train(features, targets,
+                        mlp_head.config_from(config.classifier.mlp, multilabel=False, seed=config.seed))
 
 
 STAGE1_MARKER = "convfit_stage1.json"  # written into a Stage 1 export by methods.convfit.stage1

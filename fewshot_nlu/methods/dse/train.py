@@ -34,7 +34,7 @@ import time
 import jax
 import ml_collections
 
-from fewshot_nlu import config_checks
+from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.data import batching, splits
 from fewshot_nlu.data.builders import base
 from fewshot_nlu.data.stream import EpochStream
@@ -150,4 +150,4 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
                   f"{steps} steps x batch {config.train.batch_size}")
   writer.close()
   results.update(method=config.method, pairs_variant=config.dse.pairs, model=config.model.name)
-  return train_run.write_results(workdir, results)
+  return workdirs.write_results(workdir, results)

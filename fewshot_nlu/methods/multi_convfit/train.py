@@ -51,8 +51,8 @@ from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.methods.multi_convfit import labels as multilabel
 from fewshot_nlu.methods.multi_convfit.model import MultiLabelModel, adapter_bytes
-from fewshot_nlu.train import optimizer, specialisation
 from fewshot_nlu.train import run as train_run
+from fewshot_nlu.train import specialisation
 from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
@@ -87,12 +87,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "stage2.mode", MODES)
   config_checks.require_choice(config, "stage2.loss", specialisation.LOSSES)
   config_checks.require_choice(config, "stage2.sampling", specialisation.SAMPLINGS)
-  config_checks.require_choice(config, "classifier.optimizer", mlp_head.OPTIMIZERS)
-  config_checks.require_choice(config, "classifier.decay", optimizer.DECAYS)
-  config_checks.require_positive(config, "classifier.epochs", "classifier.batch_size", "classifier.learning_rate",
-                                 "stage2.adapter_reduction", "stage2.fast_epochs_factor")
-  for field in ("classifier.dropout", "classifier.label_smoothing", "classifier.threshold",
-                "classifier.warmup_fraction", "stage2.keep_positive_fraction"):
+  mlp_head.validate_config(config, "classifier.mlp")
+  config_checks.require_positive(config, "stage2.adapter_reduction", "stage2.fast_epochs_factor")
+  for field in ("classifier.threshold", "stage2.keep_positive_fraction"):
     config_checks.require_fraction(config, field)
   if config.stage2.keep_positive_fraction <= 0:
     raise config_checks.ConfigError("config.stage2.keep_positive_fraction must be > 0")
@@ -151,11 +148,7 @@ def _bit_identical(a, b) -> bool:
 
 
 def classifier_config(config) -> mlp_head.MLPConfig:
-  c = config.classifier
-  return mlp_head.MLPConfig(hidden=tuple(c.hidden), dropout=c.dropout, learning_rate=c.learning_rate,
-                            epochs=c.epochs, batch_size=c.batch_size, multilabel=True,
-                            label_smoothing=c.label_smoothing, optimizer=c.optimizer, weight_decay=c.weight_decay,
-                            warmup_fraction=c.warmup_fraction, decay=c.decay, seed=config.seed)
+  return mlp_head.config_from(config.classifier.mlp, multilabel=True, seed=config.seed)
 
 
 def thresholds(config, features: np.ndarray, targets: np.ndarray) -> float | np.ndarray:

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks
+from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.data import batching, masking, splits
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
@@ -375,4 +375,4 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     writer.write(steps, {"accuracy": results["accuracy"]}, prefix="eval/")
   writer.close()
   results.update(method=config.method, stage=config.qaid.stage, model=config.model.name)
-  return train_run.write_results(workdir, results)
+  return workdirs.write_results(workdir, results)

@@ -33,7 +33,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks
+from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.data import splits, tsv
 from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.encoders.sentence import SentenceEncoder
@@ -42,7 +42,6 @@ from fewshot_nlu.evaluation.prototypes import label_means
 from fewshot_nlu.index import Index
 from fewshot_nlu.methods.retriever import training as retriever_training
 from fewshot_nlu.methods.retriever.spans import INFERENCE
-from fewshot_nlu.train import run as train_run
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +172,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   if jax.process_index() == 0:
     tsv.write_tsv(workdir / "predictions.tsv", ("support_set", "text", "gold", "predicted", "score",
                                                 "nearest_support_utterance"), rows)
-    train_run.write_results(workdir, results)
+    workdirs.write_results(workdir, results)
     (workdir / "split.json").write_text(json.dumps({"source": source, "target": target}, indent=1) + "\n")
   log.info("accuracy: %s", accuracy)
   return results
