@@ -9,10 +9,9 @@ from typing import Any, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tqdm
 
 from fewshot_nlu.data import batching
-from fewshot_nlu.encoders import adapters, pooling, pretrained, transformer
+from fewshot_nlu.encoders import adapters, inference, pooling, pretrained, transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
 from fewshot_nlu.heads import projection as projection_head
 
@@ -79,18 +78,10 @@ class SentenceEncoder:
     """[len(texts), H] float32 vectors, in input order."""
     if isinstance(texts, str):
       raise TypeError("encode() takes a sequence of texts, not a single string")
-    token_ids = self.tokenizer.encode(texts, self.max_length)
-    order = np.argsort([-len(t) for t in token_ids], kind="stable")
-    out = np.zeros((len(texts), self.dim), np.float32)
-    starts = range(0, len(order), self.batch_size)
-    for start in tqdm.tqdm(starts, desc="encode", unit="batch", disable=not show_progress):
-      idx = order[start : start + self.batch_size]
-      chunk = [token_ids[i] for i in idx]
-      batch = batching.pad_to_bucket(chunk, self.buckets, self.tokenizer.pad_id, self.batch_size)
-      # Synchronous on purpose: with 2 CPU cores, letting the host run ahead (async dispatch) competes with
-      # XLA's compute threads and measured ~10% slower in bench/encode.py.
-      vectors = encode_batch(self.params, batch["input_ids"], batch["attention_mask"], self.projection,
-                             cfg=self.cfg,
-                             dtype=self.dtype, pool=self.pooling_mode, normalize=self.normalize)
-      out[idx] = np.asarray(vectors)[: len(idx)]
-    return out
+    def vectors(batch, rows):
+      return encode_batch(self.params, batch["input_ids"], batch["attention_mask"], self.projection,
+                          cfg=self.cfg, dtype=self.dtype, pool=self.pooling_mode, normalize=self.normalize)
+    return inference.encode_bucketed(self.tokenizer.encode(texts, self.max_length), vectors,
+                                     pad_id=self.tokenizer.pad_id, buckets=self.buckets,
+                                     batch_size=self.batch_size, out=jax.ShapeDtypeStruct((self.dim,), np.float32),
+                                     show_progress=show_progress)

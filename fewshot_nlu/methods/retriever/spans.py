@@ -25,7 +25,7 @@ import numpy as np
 
 from fewshot_nlu.data import batching
 from fewshot_nlu.data.bio import bio_spans
-from fewshot_nlu.encoders import pooling, transformer
+from fewshot_nlu.encoders import inference, pooling, transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
 from fewshot_nlu.evaluation.prototypes import label_means
 from fewshot_nlu.index import Index
@@ -62,12 +62,7 @@ class SpanEncoder:
     """Per utterance, a [len(spans[u]), 2H] array: the vectors of its word spans [start, end). A span with a
     word cut off by truncation gets a zero vector (it can retrieve nothing with a positive score)."""
     encoded = self.tokenizer.encode_words(word_lists, self.max_length)
-    out = [np.zeros((len(s), self.dim), np.float32) for s in spans]
-    order = np.argsort([-len(ids) for ids, _ in encoded], kind="stable")
-    for begin in range(0, len(order), self.batch_size):
-      rows = order[begin : begin + self.batch_size]
-      batch = batching.pad_to_bucket([encoded[u][0] for u in rows], self.buckets, self.tokenizer.pad_id,
-                                     self.batch_size)
+    def vectors(batch, rows):
       width = _power_of_two(max(1, max(len(spans[u]) for u in rows)))
       starts = np.zeros((self.batch_size, width), np.int32)
       ends = np.zeros((self.batch_size, width), np.int32)
@@ -77,12 +72,12 @@ class SpanEncoder:
         for s, span in enumerate(spans[u]):
           if pieces_ok(pieces, span):
             starts[r, s], ends[r, s], kept[r, s] = pieces[span[0]][0], pieces[span[1] - 1][1], True
-      vectors = np.asarray(span_vectors(self.params, batch["input_ids"], batch["attention_mask"], starts, ends,
-                                        cfg=self.cfg, dtype=self.dtype))
-      vectors = np.where(kept[..., None], vectors, 0.0)
-      for r, u in enumerate(rows):
-        out[u] = vectors[r, : len(spans[u])]
-    return out
+      found = span_vectors(self.params, batch["input_ids"], batch["attention_mask"], starts, ends, cfg=self.cfg,
+                           dtype=self.dtype)
+      return np.where(kept[..., None], np.asarray(found), 0.0)
+    return inference.encode_bucketed([ids for ids, _ in encoded], vectors, pad_id=self.tokenizer.pad_id,
+                                     buckets=self.buckets, batch_size=self.batch_size,
+                                     row_sizes=[len(s) for s in spans])
 
 
 def pieces_ok(pieces: Sequence[tuple[int, int]], span: tuple[int, int]) -> bool:
