@@ -1,13 +1,21 @@
-"""Predict intents with an exported model, showing the evidence behind each prediction: the nearest training
-examples (ConvFiT, Multi-ConvFiT k-NN / MLP exports) or the best-scoring intent names with their
-late-interaction scores (QAID exports).
+"""Predict with any exported model (``fewshot_nlu.models.load`` dispatches on the kind its metadata records),
+showing the evidence behind each prediction:
+
+  * ``intent_model`` (baseline, ConvFiT k-NN / MLP): the intent and the nearest training examples;
+  * ``qaid``: the intent and the best-scoring intent names (and example queries) with their Score;
+  * ``multi_label`` (Multi-ConvFiT): the set of intents at or above their thresholds and the most likely
+    intents' probabilities;
+  * ``slot_filler`` (Retriever, ``fold{k}/export``): the slots, each with the support span it retrieved, and
+    the BIO tags (texts are split on whitespace into words).
 
   python -m fewshot_nlu.predict --model runs/convfit_banking77/export "I lost my card" "where is my money?"
   python -m fewshot_nlu.predict --model DIR --input queries.txt --output predictions.jsonl
   python -m fewshot_nlu.predict --model DIR --add more_examples.tsv --save "I lost my card"
 
-``--add`` indexes more labelled examples (a TSV of ``text<TAB>label`` lines) before predicting: inference-time
-pool augmentation (ConvFiT Figure 6), no retraining; ``--save`` writes the grown index back into the model.
+``--add`` adds labelled examples (a TSV of ``text<TAB>label`` lines; for a slot filler ``text<TAB>BIO tags``,
+one tag per word) before predicting, without retraining: inference-time pool augmentation (ConvFiT Figure 6),
+new intents / slot labels; ``--save`` writes them back into the model. A multi-label model refuses ``--add``
+(its classifier would need retraining).
 """
 
 from __future__ import annotations
@@ -26,13 +34,30 @@ def read_examples(path: pathlib.Path) -> tuple[list[str], list[str]]:
 
 
 def load_model(directory: str):
-  """The model exported in ``directory``: a QAID model (``qaid.json``: intent names retrieved by late
-  interaction) or a k-NN / MLP ``IntentModel``."""
-  from fewshot_nlu.methods.qaid import model as qaid_model
-  if (pathlib.Path(directory) / qaid_model.META_FILE).exists():
-    return qaid_model.QAIDModel.load(directory)
-  from fewshot_nlu.models.intent_model import IntentModel
-  return IntentModel.load(directory)
+  """The model exported in ``directory``, whatever its kind (``models.registry``)."""
+  from fewshot_nlu import models
+  return models.load(directory)
+
+
+def describe(text: str, prediction) -> list[str]:
+  """Human-readable lines for one prediction: the decision, then its evidence."""
+  from fewshot_nlu.models import protocol
+  lines = [text]
+  if isinstance(prediction, protocol.SlotPrediction):
+    lines.append(f"  -> {' '.join(prediction.tags) or '(no words)'}")
+    for s in prediction.slots:
+      lines.append(f"     {s.score:.3f}  {s.label:<28}  {s.text}   <- {s.evidence.text!r} "
+                   f"({s.evidence.score:.3f}) in {s.support_utterance!r}")
+    if not prediction.slots:
+      lines.append("     (no slot)")
+  elif isinstance(prediction, protocol.LabelSetPrediction):
+    lines.append(f"  -> {' + '.join(prediction.labels) or '(no intent)'}")
+    for label, p in prediction.probabilities.items():
+      lines.append(f"     {p:.3f}  {label}{'  *' if label in prediction.labels else ''}")
+  else:
+    lines.append(f"  -> {prediction.label}  ({prediction.score:.3f})")
+    lines += [f"     {n.score:.3f}  {n.label:<28}  {n.text}" for n in prediction.neighbours]
+  return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,9 +66,11 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument("--model", required=True, help="an export/ folder written by a training run")
   parser.add_argument("--input", help="a file with one utterance per line (instead of / besides TEXTS)")
   parser.add_argument("--output", help="write one JSON object per utterance to this file")
-  parser.add_argument("--neighbours", type=int, default=3, help="nearest examples to show (default 3)")
-  parser.add_argument("--add", help="a TSV of text<TAB>label examples to index before predicting")
-  parser.add_argument("--save", action="store_true", help="with --add: save the grown index into --model")
+  parser.add_argument("--neighbours", type=int, default=3,
+                      help="evidence to show: nearest examples / intent names / most likely intents (default 3)")
+  parser.add_argument("--add", help="a TSV of text<TAB>label examples (slot filler: text<TAB>BIO tags) to add "
+                      "before predicting")
+  parser.add_argument("--save", action="store_true", help="with --add: save the grown examples into --model")
   args = parser.parse_args(argv)
   os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -53,26 +80,23 @@ def main(argv: list[str] | None = None) -> int:
       texts += [l.strip() for l in pathlib.Path(args.input).read_text(encoding="utf-8").splitlines() if l.strip()]
     extra = read_examples(pathlib.Path(args.add)) if args.add else None
     model = load_model(args.model)
-  except (OSError, ValueError) as e:
+    if extra:
+      model.add_examples(*extra)
+      print(f"added {len(extra[0])} examples ({len(model)} in all)", file=sys.stderr)
+      if args.save:
+        model.save_rows(args.model)
+  except (OSError, ValueError, NotImplementedError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  if extra:
-    model.add_examples(*extra)
-    print(f"indexed {len(extra[0])} more examples ({len(model)} in all)", file=sys.stderr)
-    if args.save:
-      model.save_rows(args.model)
   if not texts:
     return 0
   predictions = model.predict(texts, neighbours=args.neighbours)
   out = open(args.output, "w", encoding="utf-8") if args.output else None
   for text, p in zip(texts, predictions):
     if out:
-      out.write(json.dumps({"text": text, "label": p.label, "score": p.score, "neighbours": [
-          {"text": n.text, "label": n.label, "score": n.score} for n in p.neighbours]}, ensure_ascii=False) + "\n")
+      out.write(json.dumps({"text": text, **p.to_dict()}, ensure_ascii=False) + "\n")
     else:
-      print(f"{text}\n  -> {p.label}  ({p.score:.3f})")
-      for n in p.neighbours:
-        print(f"     {n.score:.3f}  {n.label:<28}  {n.text}")
+      print("\n".join(describe(text, p)))
   if out:
     out.close()
     print(f"wrote {len(texts)} predictions to {args.output}", file=sys.stderr)

@@ -5,6 +5,10 @@ foundation's end-to-end job: each training utterance is paired with another utte
 (itself if it is its intent's only example: dropout makes the two views differ), pairs are ranked with the
 MNEG loss (ConvFiT Eq. 1) against the global in-batch negatives, with same-intent in-batch responses removed
 from the negatives; prediction is the intent of the nearest training utterance by cosine.
+
+``export/`` is that 1-NN classifier (``models.intent_model.IntentModel`` over the training utterances, kind
+``intent_model``: ``python -m fewshot_nlu.predict --model .../export``); its encoder is a Hugging Face
+checkpoint other methods load as ``model.name``, and ``labels.json`` lists the training intents.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation import knn
 from fewshot_nlu.losses.ranking import mneg_loss
+from fewshot_nlu.models.intent_model import IntentModel
 from fewshot_nlu.train import run as train_run
 from fewshot_nlu.train.metrics import MetricWriter
 
@@ -99,20 +104,21 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   writer = MetricWriter(workdir)
   params, steps = train_run.train(config, workdir, model.params, transformer.logical_axes(model.config),
                                   make_loss_fn(model.config, config), stream, mesh, writer)
-  if jax.process_index() == 0:
-    export_dir = workdir / "export"
-    pretrained.save_pretrained(export_dir, model.config, params, model.tokenizer, model.heads)
-    (export_dir / "labels.json").write_text(json.dumps(train_split.label_names, indent=1) + "\n")
 
-  def evaluate(eval_params, tag):
+  def evaluate(eval_params, tag) -> tuple[IntentModel, dict]:
     encoder = SentenceEncoder(model.config, eval_params, model.tokenizer, pooling_mode=config.model.pooling,
                               max_length=config.model.max_length, batch_size=config.eval.batch_size,
                               dtype=DTYPES[config.model.dtype])
-    return knn.nearest_neighbour_eval(encoder, train_split, eval_split, workdir, tag)
+    intent_model = IntentModel.from_examples(encoder, train_split.texts, train_split.labels, show_progress=True,
+                                             label_names=train_split.label_names)
+    return intent_model, knn.evaluate_intent_model(intent_model, eval_split, workdir, tag)
 
-  results = evaluate(params, "predictions")
+  intent_model, results = evaluate(params, "predictions")
+  if jax.process_index() == 0:
+    export_dir = intent_model.save(workdir / "export", encoder_heads=model.heads)
+    (export_dir / "labels.json").write_text(json.dumps(train_split.label_names, indent=1) + "\n")
   if config.eval.before_training:
-    results["accuracy_before_training"] = evaluate(model.params, "predictions_before_training")["accuracy"]
+    results["accuracy_before_training"] = evaluate(model.params, "predictions_before_training")[1]["accuracy"]
   results = train_run.finish(config, workdir, results, steps, writer)
   writer.close()
   return results

@@ -9,14 +9,13 @@ decision rule.
 
 The pool can grow after training (``add_examples``; ConvFiT Figure 6, inference-time augmentation) without
 touching the encoder. ``save``/``load`` write one folder: the encoder in Hugging Face layout (with the
-down-projection if any), ``index/``, ``mlp.safetensors`` if any, and ``intent_model.json``.
+down-projection if any), ``index/``, ``mlp.safetensors`` if any, and ``intent_model.json`` (kind
+``intent_model``). A ``models.protocol.Model``.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
-import json
 import pathlib
 from typing import Sequence
 
@@ -27,26 +26,19 @@ from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.heads import projection as projection_head
 from fewshot_nlu.index import Index
+from fewshot_nlu.index import normalize as l2_normalize
+from fewshot_nlu.models import protocol
+from fewshot_nlu.models.protocol import Neighbour, Prediction
 
 META_FILE = "intent_model.json"
 CLASSIFIERS = ("knn", "mlp")
 
 
-@dataclasses.dataclass(frozen=True)
-class Neighbour:
-  text: str
-  label: str
-  score: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Prediction:
-  label: str
-  score: float  # k-NN: the label's summed cosine over the k neighbours (k = 1: the cosine); MLP: probability
-  neighbours: tuple[Neighbour, ...]  # nearest labelled examples, best first (the explanation)
-
-
 class IntentModel:
+  """Prediction scores: k-NN, the label's summed cosine over the k neighbours (k = 1: the cosine); MLP, the
+  label's probability."""
+
+  kind = "intent_model"
 
   def __init__(self, encoder: SentenceEncoder, index: Index, labels: Sequence[str], *, classifier: str = "knn",
                k: int = 1, mlp: list[dict] | None = None):
@@ -85,8 +77,9 @@ class IntentModel:
     return len(self.index)
 
   def save_rows(self, directory: str | pathlib.Path) -> None:
-    """Writes the (possibly grown) index back into a saved model's folder."""
+    """Writes the (possibly grown) index and label list back into a saved model's folder."""
     self.index.save(pathlib.Path(directory) / "index")
+    self._write_meta(pathlib.Path(directory))
 
   def predict(self, texts: Sequence[str], *, neighbours: int = 3, show_progress: bool = False
               ) -> list[Prediction]:
@@ -107,6 +100,22 @@ class IntentModel:
       out.append(Prediction(label, score, evidence[:neighbours]))
     return out
 
+  def scores(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+    """[len(texts), len(labels)]: with the MLP, its probabilities (rows sum to 1); with k-NN, per label the
+    cosine of its nearest indexed example, in [-1, 1] (-inf for a label without examples). With k = 1 the
+    argmax is ``predict``'s label; with k > 1 ``predict`` votes over the k nearest examples and may differ."""
+    vectors = self.encoder.encode(texts, show_progress=show_progress)
+    if self.classifier == "mlp":
+      return np.asarray(mlp_head.predict_proba(self.mlp, vectors), np.float32)
+    if not len(self.index):
+      raise ValueError("the model has no labelled examples to retrieve from")
+    queries = l2_normalize(np.asarray(vectors, np.float32))
+    cosines = queries @ l2_normalize(self.index.vectors).T
+    column = {l: c for c, l in enumerate(self.labels)}
+    out = np.full((len(self.labels), len(texts)), -np.inf, np.float32)
+    np.maximum.at(out, [column[p["label"]] for p in self.index.payloads], cosines.T)
+    return out.T
+
   # ------------------------------------------------------------------------------------------- storage
 
   def save(self, directory: str | pathlib.Path, *, encoder_heads: dict | None = None) -> pathlib.Path:
@@ -118,24 +127,27 @@ class IntentModel:
     if self.mlp is not None:
       mlp_head.save(directory, self.mlp)
     self.index.save(directory / "index")
-    meta = {"classifier": self.classifier, "k": self.k, "labels": self.labels, "pooling": enc.pooling_mode,
-            "max_length": enc.max_length}
-    (directory / META_FILE).write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
+    self._write_meta(directory)
     return directory
+
+  def _write_meta(self, directory: pathlib.Path) -> None:
+    meta = {"kind": self.kind, "classifier": self.classifier, "k": self.k, "labels": self.labels,
+            "pooling": self.encoder.pooling_mode, "max_length": self.encoder.max_length}
+    protocol.write_meta(directory, META_FILE, meta)
 
   @classmethod
   def load(cls, directory: str | pathlib.Path, **encoder_kwargs) -> "IntentModel":
     directory = pathlib.Path(directory)
-    if not (directory / META_FILE).exists():
-      raise FileNotFoundError(f"{directory}: no {META_FILE}; is this the export/ folder of a training run?")
-    meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
+    meta = protocol.read_meta(directory, META_FILE, "the export/ folder of a training run")
     encoder = SentenceEncoder.from_pretrained(str(directory), pooling_mode=meta["pooling"],
                                               max_length=meta["max_length"], **encoder_kwargs)
     index = Index.load(directory / "index")
     if index.dim != encoder.dim:
       raise ValueError(f"{directory}: index vectors are {index.dim}-d but the encoder gives {encoder.dim}-d")
-    return cls(encoder, index, meta["labels"], classifier=meta["classifier"], k=meta["k"],
-               mlp=mlp_head.load(directory))
+    labels = meta["labels"]
+    if meta["classifier"] == "knn":  # older exports did not record labels added to the index after training
+      labels = labels + sorted({p["label"] for p in index.payloads} - set(labels))
+    return cls(encoder, index, labels, classifier=meta["classifier"], k=meta["k"], mlp=mlp_head.load(directory))
 
 
 def vote(neighbours: Sequence[Neighbour]) -> tuple[str, float]:

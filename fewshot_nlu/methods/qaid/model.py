@@ -17,28 +17,28 @@ their scores are the explanation.
 
 New intents need no retraining: ``add_answers`` (or ``add_examples`` with a new label) makes them
 predictable. ``save``/``load`` write one folder: the encoder in Hugging Face layout (with its MLM head),
-``late_interaction_projection.safetensors``, ``rows.jsonl`` (answers and example queries) and ``qaid.json``.
+``late_interaction_projection.safetensors``, ``rows.jsonl`` (answers and example queries) and ``qaid.json``
+(kind ``qaid``). A ``models.protocol.Model``: ``scores`` gives per intent the Score of its best row.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import pathlib
 from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tqdm
 
 from fewshot_nlu.data import batching, tsv
-from fewshot_nlu.encoders import pretrained, transformer
+from fewshot_nlu.encoders import inference, pretrained, transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
 from fewshot_nlu.heads import projection as projection_head
 from fewshot_nlu.index import Index
 from fewshot_nlu.methods.qaid import late_interaction
-from fewshot_nlu.models.intent_model import Neighbour, Prediction
+from fewshot_nlu.models import protocol
+from fewshot_nlu.models.protocol import Neighbour, Prediction
 
 META_FILE = "qaid.json"
 ROWS_FILE = "rows.jsonl"
@@ -71,6 +71,10 @@ _scores = jax.jit(late_interaction.maxsim_scores, static_argnames=("chunk",))
 
 
 class QAIDModel:
+  """Prediction scores are Eq. (1)'s Score(q, a): the mean over query tokens of their best cosine with the row's
+  tokens, in [-1, 1] (with ``similarity="cosine"``, the cosine of the two projected pooled vectors)."""
+
+  kind = "qaid"
 
   def __init__(self, cfg: transformer.EncoderConfig, params, tokenizer: Tokenizer, projection: dict, *,
                similarity: str = "late_interaction", pooling_mode: str = "mean", query_length: int = 32,
@@ -101,22 +105,15 @@ class QAIDModel:
                 ) -> tuple[np.ndarray, np.ndarray]:
     """(vectors [N, L, D_P], mask [N, L]) of ``texts`` truncated at ``max_length`` tokens, L = the longest."""
     token_ids = self.tokenizer.encode(texts, max_length)
-    order = np.argsort([-len(t) for t in token_ids], kind="stable")
-    buckets = batching.length_buckets(max_length, batching.INFERENCE_BUCKETS)
     width = 1 if self.similarity == "cosine" else max((len(t) for t in token_ids), default=1)
-    vectors = np.zeros((len(texts), width, self.row_vectors.shape[-1]), np.float32)
-    mask = np.zeros((len(texts), width), np.int32)
-    for start in tqdm.tqdm(range(0, len(order), self.batch_size), desc="encode", unit="batch",
-                           disable=not show_progress):
-      idx = order[start : start + self.batch_size]
-      chunk = [token_ids[i] for i in idx]
-      batch = batching.pad_to_bucket(chunk, buckets, self.tokenizer.pad_id, self.batch_size)
-      z, m = represent_batch(self.params, self.projection, batch["input_ids"], batch["attention_mask"],
+    def matrices(batch, rows):
+      return represent_batch(self.params, self.projection, batch["input_ids"], batch["attention_mask"],
                              cfg=self.cfg, dtype=self.dtype, similarity=self.similarity, pool=self.pooling_mode)
-      z, m = np.asarray(z)[: len(idx)], np.asarray(m)[: len(idx)]
-      cut = min(width, z.shape[1])
-      vectors[idx, :cut], mask[idx, :cut] = z[:, :cut], m[:, :cut]
-    return vectors, mask
+    out = (jax.ShapeDtypeStruct((width, self.row_vectors.shape[-1]), np.float32),
+           jax.ShapeDtypeStruct((width,), np.int32))
+    return inference.encode_bucketed(token_ids, matrices, pad_id=self.tokenizer.pad_id,
+                                     buckets=batching.length_buckets(max_length, batching.INFERENCE_BUCKETS),
+                                     batch_size=self.batch_size, out=out, show_progress=show_progress)
 
   # ------------------------------------------------------------------------------------------- rows
 
@@ -191,7 +188,7 @@ class QAIDModel:
       out[i, candidates] = self._exact(z[i : i + 1], m[i : i + 1], rows[padded])[0][: len(candidates)]
     return out
 
-  def scores(self, texts: Sequence[str], *, show_progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+  def row_scores(self, texts: Sequence[str], *, show_progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(Score(q, row) [len(texts), R], the scored row ids [R]): every scored row, or (above
     ``candidate_threshold`` rows) the approximate candidates with -inf for the rest."""
     rows = self._scored_rows()
@@ -205,11 +202,21 @@ class QAIDModel:
       out.append((self._approximate if approximate else self._exact)(z[piece], m[piece], rows))
     return np.concatenate(out) if out else np.zeros((0, len(rows)), np.float32), rows
 
+  def scores(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+    """[len(texts), len(labels)]: per intent, the Score of its best scored row (its name; under qq+qa also its
+    example queries); -inf where the approximate candidate stage left all of an intent's rows out. The argmax
+    is ``predict``'s label."""
+    scores, rows = self.row_scores(texts, show_progress=show_progress)
+    column = {l: c for c, l in enumerate(self.labels)}
+    out = np.full((len(self.labels), len(scores)), -np.inf, np.float32)
+    np.maximum.at(out, [column[self.rows[r]["label"]] for r in rows], scores.T)
+    return out.T
+
   def predict(self, texts: Sequence[str], *, neighbours: int = 3, show_progress: bool = False
               ) -> list[Prediction]:
     """The best-scoring row's intent per text, with the ``neighbours`` best rows (intent names, and example
     queries under qq+qa) and their late-interaction scores as the explanation."""
-    scores, rows = self.scores(texts, show_progress=show_progress)
+    scores, rows = self.row_scores(texts, show_progress=show_progress)
     depth = min(max(neighbours, 1), len(rows))
     top = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
     out = []
@@ -226,23 +233,19 @@ class QAIDModel:
     pretrained.save_pretrained(directory, self.cfg, self.params, self.tokenizer, encoder_heads)
     projection_head.save(directory, self.projection, file=late_interaction.PROJECTION_FILE, activation="none")
     self.save_rows(directory)
-    meta = {"similarity": self.similarity, "pooling": self.pooling_mode, "query_length": self.query_length,
-            "answer_length": self.answer_length, "match": self.match}
-    (directory / META_FILE).write_text(json.dumps(meta, indent=1) + "\n")
+    meta = {"kind": self.kind, "similarity": self.similarity, "pooling": self.pooling_mode,
+            "query_length": self.query_length, "answer_length": self.answer_length, "match": self.match}
+    protocol.write_meta(directory, META_FILE, meta)
     return directory
 
   def save_rows(self, directory: str | pathlib.Path) -> None:
     """Writes the answers and example queries (their text; vectors are recomputed on load)."""
-    with open(pathlib.Path(directory) / ROWS_FILE, "w", encoding="utf-8") as f:
-      for row in self.rows:
-        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    protocol.write_jsonl(pathlib.Path(directory) / ROWS_FILE, self.rows)
 
   @classmethod
   def load(cls, directory: str | pathlib.Path, *, show_progress: bool = False, **kwargs) -> "QAIDModel":
     directory = pathlib.Path(directory)
-    if not (directory / META_FILE).exists():
-      raise FileNotFoundError(f"{directory}: no {META_FILE}; is this the export/ folder of a QAID run?")
-    meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
+    meta = protocol.read_meta(directory, META_FILE, "the export/ folder of a QAID run")
     projection = projection_head.load(directory, file=late_interaction.PROJECTION_FILE)
     if projection is None:
       raise FileNotFoundError(f"{directory}: no {late_interaction.PROJECTION_FILE}")
@@ -251,7 +254,6 @@ class QAIDModel:
     qaid = cls(model.config, model.params, model.tokenizer, projection, similarity=meta["similarity"],
                pooling_mode=meta["pooling"], query_length=meta["query_length"],
                answer_length=meta["answer_length"], **kwargs)
-    rows = [json.loads(line) for line in (directory / ROWS_FILE).read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    rows = protocol.read_jsonl(directory / ROWS_FILE)
     qaid._add_rows(rows, show_progress)
     return qaid

@@ -12,9 +12,17 @@ For each fold k in ``data.folds`` (test domain = fold k's, development domain = 
      set's labelled spans are indexed and every query utterance decoded (``span_retriever.SlotRetriever``,
      ``span_decoding``); F1 per episode (conlleval-style, ``evaluation.span_f1``), averaged over episodes.
 
-Writes ``fold{k}/`` (checkpoints, ``best/``, ``results.json``, ``predictions.tsv``) per fold, then
+Writes ``fold{k}/`` (checkpoints, ``best/``, ``results.json``, ``predictions.tsv``, ``export/``) per fold, then
 ``results.json`` and ``results.md`` (per-domain and average F1, Table 2's layout) in the workdir, and prints
 the table. A finished fold is not redone when the run is restarted.
+
+``fold{k}/export`` is a ready-to-use slot filler (``retriever.model.SlotFillerModel``; ``python -m
+fewshot_nlu.predict --model .../fold{k}/export "play jazz please"``): the fold's encoder, the development-chosen
+threshold and decoding settings, and as support set the support utterances of the FIRST test episode of the
+test domain. The test domain is the one whose slots the encoder was kept for, and an episode's support set is
+the few-shot labelled data the protocol itself gives a model (one episode, not the union of all: episodes
+repeat utterances and the export should stay a K-shot model); ``add_examples`` / ``predict --add`` grow it.
+Building it costs one encoding of that support set.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ import ml_collections
 import numpy as np
 import tqdm
 
-from fewshot_nlu import config_checks
+from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.data import splits, tsv
 from fewshot_nlu.data.builders.slots import FOLDS, load_episodes
 from fewshot_nlu.encoders import pretrained
@@ -37,8 +45,8 @@ from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation.span_f1 import SpanCounts
 from fewshot_nlu.methods.retriever import training as retriever_training
 from fewshot_nlu.methods.retriever.decoding import decode, to_bio
+from fewshot_nlu.methods.retriever.model import SlotFillerModel
 from fewshot_nlu.methods.retriever.spans import INFERENCE, SlotRetriever, SpanEncoder
-from fewshot_nlu.train import run as train_run
 
 log = logging.getLogger(__name__)
 
@@ -150,14 +158,19 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
   results.update(threshold=threshold, dev_f1_by_threshold={f"{t:.2f}": round(float(f), 2)
                                                           for t, f in zip(r.thresholds, per_threshold)})
   predictions: list = []
-  f1 = episode_f1(slot_retriever(params), test, [threshold], decoding, predictions=predictions,
+  retriever = slot_retriever(params)
+  f1 = episode_f1(retriever, test, [threshold], decoding, predictions=predictions,
                   desc=f"test episodes ({domain})")[:, 0]
   results.update(f1=round(float(f1.mean()), 2), f1_std=round(float(f1.std()), 2),
                  eval_seconds=round(time.perf_counter() - start, 1))
   if jax.process_index() == 0:
     tsv.write_tsv(workdir / "predictions.tsv", ("episode", "utterance", "gold", "predicted",
                                                 "predicted_slots [label score <- retrieved span]"), predictions)
-    train_run.write_results(workdir, results)
+    notes = {"threshold": f"best development F1 on {results['dev_domain']} (fold{fold}_valid)",
+             "support": f"the support set of test episode 0 of fold{fold}_test ({domain})"}
+    SlotFillerModel(retriever, test[0]["support"], threshold=threshold, **decoding, notes=notes).save(
+        workdir / "export", encoder_heads=model.heads)
+    workdirs.write_results(workdir, results)
   return results
 
 
@@ -194,7 +207,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
              "average_f1": round(float(np.mean([row["f1"] for row in rows])), 2), "folds": rows}
   markdown = f"## {variant} on SNIPS ({config.data.builder_config}), F1 per test domain\n\n{table(rows)}\n"
   if jax.process_index() == 0:
-    train_run.write_results(workdir, results)
+    workdirs.write_results(workdir, results)
     (workdir / "results.md").write_text(markdown)
     print(markdown)
   return {k: v for k, v in results.items() if k != "folds"} | {

@@ -1,0 +1,158 @@
+"""Retriever's slot filler as a ready-to-use model (Yu et al., 2021, §5): a span encoder, a support set of
+BIO-labelled utterances whose labelled spans it retrieves from (``spans.SlotRetriever``), and §5.2's decoding
+(``decoding.decode``) at the threshold chosen on development data.
+
+Texts are split on whitespace into words (SNIPS is tokenised that way); each predicted slot carries the
+support span it retrieved (text, label, normalised score) and that span's utterance as evidence. The support
+set grows with ``add_examples(texts, tags)`` (new slot labels become predictable without retraining; the
+whole support set is re-encoded, which is cheap at few-shot sizes).
+
+``save``/``load`` write one folder: the encoder in Hugging Face layout, ``support.jsonl`` (one
+``{"tokens": [...], "tags": [...]}`` per line) and ``slot_filler.json`` (kind ``slot_filler``: span settings,
+decoding settings, the threshold, and notes on where the threshold and support set came from).
+A ``models.protocol.Model``.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Sequence
+
+import numpy as np
+
+from fewshot_nlu.data.bio import validate_bio
+from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.index import normalize as l2_normalize
+from fewshot_nlu.methods.retriever.decoding import Candidate, decode, enumerate_spans
+from fewshot_nlu.methods.retriever.spans import SlotRetriever, SpanEncoder, labelled_spans
+from fewshot_nlu.models import protocol
+from fewshot_nlu.models.protocol import Neighbour, Slot, SlotPrediction
+
+META_FILE = "slot_filler.json"
+SUPPORT_FILE = "support.jsonl"
+
+
+class SlotFillerModel:
+  """Slot scores are §5.2's normalised retrieval scores: the cosine of a query span and a support span (or a
+  label prototype), clipped to [0, 1]."""
+
+  kind = "slot_filler"
+
+  def __init__(self, retriever: SlotRetriever, support: Sequence[dict] = (), *, threshold: float,
+               beam_size: int = 10, merge_threshold: float = 0.99, threshold_step: float = 0.05,
+               threshold_retries: int = 10, notes: dict | None = None):
+    if not 0 <= threshold <= 1:
+      raise ValueError(f"threshold {threshold} must be in [0, 1]")
+    self.retriever, self.threshold = retriever, threshold
+    self.decoding = {"beam_size": beam_size, "merge_threshold": merge_threshold,
+                     "threshold_step": threshold_step, "threshold_retries": threshold_retries}
+    self.notes = dict(notes or {})  # provenance, recorded in the export (e.g. the threshold's source)
+    self.support: list[dict] = []
+    if support:
+      self.add_support(support)
+
+  @property
+  def labels(self) -> list[str]:
+    """The slot labels of the support set, sorted."""
+    return sorted({label for u in self.support for _, _, label in labelled_spans(u["tags"])})
+
+  def __len__(self) -> int:
+    """Support utterances."""
+    return len(self.support)
+
+  def add_support(self, utterances: Sequence[dict]) -> None:
+    """Adds ``{"tokens": [...], "tags": [...]}`` utterances (one BIO tag per token) to the support set and
+    re-indexes it."""
+    rows = []
+    for number, u in enumerate(utterances, 1):
+      tokens, tags = [str(t) for t in u["tokens"]], [str(t) for t in u["tags"]]
+      if len(tokens) != len(tags):
+        raise ValueError(f"support example {number}: {len(tokens)} words but {len(tags)} tags ({' '.join(tokens)!r})")
+      validate_bio(tags, f"support example {number}")
+      rows.append({"tokens": tokens, "tags": tags})
+    self.retriever.set_support(self.support + rows)
+    self.support.extend(rows)
+
+  def add_examples(self, texts: Sequence[str], labels: Sequence[str | Sequence[str]]) -> None:
+    """Adds labelled utterances: ``texts`` split on whitespace, ``labels`` their BIO tags (a sequence per text,
+    or one whitespace-separated string)."""
+    if len(texts) != len(labels):
+      raise ValueError(f"{len(texts)} texts but {len(labels)} tag sequences")
+    self.add_support([{"tokens": t.split(), "tags": l.split() if isinstance(l, str) else list(l)}
+                      for t, l in zip(texts, labels)])
+
+  # --------------------------------------------------------------------------------------- inference
+
+  def predict(self, texts: Sequence[str], *, neighbours: int = 1) -> list[SlotPrediction]:
+    """The decoded slots of each text (§5.2: dynamic threshold, beam search, merging). Each slot's evidence is
+    the one support span its words retrieved (for a merged slot, that of its best-scoring part);
+    ``neighbours`` is accepted for the protocol and not used."""
+    del neighbours
+    words = [tuple(t.split()) for t in texts]
+    out = []
+    for w, row in zip(words, self.retriever.candidates(words)):
+      by_span = {(c.start, c.end, c.label): (c, p) for c, p in row}
+      slots = []
+      for span in decode([c for c, _ in row], threshold=self.threshold, **self.decoding):
+        candidate, payload = by_span.get((span.start, span.end, span.label)) or _best_part(span, row)
+        slots.append(Slot(span.start, span.end, " ".join(w[span.start : span.end]), span.label, span.score,
+                          Neighbour(payload["text"], payload["label"], candidate.score), payload["utterance"]))
+      out.append(SlotPrediction(w, tuple(slots)))
+    return out
+
+  def scores(self, texts: Sequence[str]) -> np.ndarray:
+    """[len(texts), len(labels)]: per slot label, the best normalised score (cosine clipped to [0, 1]) of any
+    span of up to ``max_words`` words of the text against that label's support spans (or prototype); 0 for a
+    text without words. How strongly the text holds something like each slot, before decoding."""
+    if self.retriever.index is None:
+      raise ValueError("the model has no support set to retrieve from")
+    words = [t.split() for t in texts]
+    spans = [enumerate_spans(len(w), self.retriever.max_words) for w in words]
+    vectors = self.retriever.encoder.encode(words, spans)
+    index = self.retriever.index
+    column = {l: c for c, l in enumerate(self.labels)}
+    rows = [column[p["label"]] for p in index.payloads]
+    support = l2_normalize(index.vectors).T
+    out = np.zeros((len(texts), len(column)), np.float32)
+    for i, v in enumerate(vectors):
+      if len(v):
+        best = np.clip(l2_normalize(v) @ support, 0.0, 1.0).max(axis=0)
+        np.maximum.at(out[i], rows, best)
+    return out
+
+  # ----------------------------------------------------------------------------------------- storage
+
+  def save(self, directory: str | pathlib.Path, *, encoder_heads: dict | None = None) -> pathlib.Path:
+    directory = pathlib.Path(directory)
+    enc = self.retriever.encoder
+    pretrained.save_pretrained(directory, enc.cfg, enc.params, enc.tokenizer, encoder_heads)
+    self.save_rows(directory)
+    meta = {"kind": self.kind, "max_length": enc.max_length, "max_words": self.retriever.max_words,
+            "inference": self.retriever.inference, "backend": self.retriever.backend, "threshold": self.threshold,
+            **self.decoding, "labels": self.labels, "notes": self.notes}
+    protocol.write_meta(directory, META_FILE, meta)
+    return directory
+
+  def save_rows(self, directory: str | pathlib.Path) -> None:
+    """Writes the support set (its text and tags; vectors are recomputed on load)."""
+    protocol.write_jsonl(pathlib.Path(directory) / SUPPORT_FILE, self.support)
+
+  @classmethod
+  def load(cls, directory: str | pathlib.Path, *, batch_size: int = 32) -> "SlotFillerModel":
+    directory = pathlib.Path(directory)
+    meta = protocol.read_meta(directory, META_FILE, "the export/ folder of a Retriever fold")
+    model = pretrained.load_pretrained(str(directory))
+    encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=meta["max_length"],
+                          batch_size=batch_size)
+    retriever = SlotRetriever(encoder, max_words=meta["max_words"], inference=meta["inference"],
+                              backend=meta["backend"])
+    support = protocol.read_jsonl(directory / SUPPORT_FILE)
+    return cls(retriever, support, threshold=meta["threshold"], beam_size=meta["beam_size"],
+               merge_threshold=meta["merge_threshold"], threshold_step=meta["threshold_step"],
+               threshold_retries=meta["threshold_retries"], notes=meta.get("notes"))
+
+
+def _best_part(span: Candidate, row: Sequence[tuple[Candidate, dict]]) -> tuple[Candidate, dict]:
+  """The best-scoring candidate of ``span``'s label inside it: the part a merged span's score comes from."""
+  parts = [(c, p) for c, p in row if c.label == span.label and span.start <= c.start and c.end <= span.end]
+  return max(parts, key=lambda cp: cp[0].score)

@@ -1,0 +1,171 @@
+"""The protocol every exported model follows, and the predictions it returns.
+
+A trained artefact (k-NN / MLP intents, QAID, Multi-ConvFiT's multi-label MLP, Retriever's slot filler) is a
+``Model``: ``predict`` gives one prediction per text (its label or labels, a score, and the evidence behind
+it), ``scores`` the [texts, labels] matrix the decision is read from (each class documents its scale),
+``add_examples`` grows what the model retrieves from without retraining (where the method allows it),
+``save`` / ``load`` write and read one export folder whose metadata JSON records the model's ``kind``, and
+``save_rows`` writes only the examples back into an existing export (after ``add_examples``).
+``fewshot_nlu.models.load`` reads any export by that kind (``models.registry``).
+
+Predictions share ``labels`` (a tuple: one intent, an intent set, or the slot labels in order), ``score`` and
+``to_dict()`` (the JSON record ``python -m fewshot_nlu.predict --output`` writes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from typing import Any, ClassVar, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Neighbour:
+  """A stored labelled row that a prediction rests on (a training utterance, an intent name, a support span)."""
+
+  text: str
+  label: str
+  score: float
+
+  def to_dict(self) -> dict[str, Any]:
+    return {"text": self.text, "label": self.label, "score": self.score}
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+  """One intent per utterance."""
+
+  label: str
+  score: float  # the model's own scale: see its ``scores`` (k-NN: summed cosine, MLP: probability, QAID: Score)
+  neighbours: tuple[Neighbour, ...]  # nearest labelled rows, best first (the explanation)
+
+  @property
+  def labels(self) -> tuple[str, ...]:
+    return (self.label,)
+
+  def to_dict(self) -> dict[str, Any]:
+    return {"label": self.label, "score": self.score, "neighbours": [n.to_dict() for n in self.neighbours]}
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelSetPrediction:
+  """A set of intents per utterance (multi-label); the evidence is every intent's probability."""
+
+  labels: tuple[str, ...]  # the intents at or above their threshold (possibly none)
+  probabilities: dict[str, float]  # intents' probabilities, most likely first
+
+  @property
+  def score(self) -> float:
+    """The probability of the most likely intent (0 without any)."""
+    return next(iter(self.probabilities.values()), 0.0)
+
+  def to_dict(self) -> dict[str, Any]:
+    return {"labels": list(self.labels), "score": self.score, "probabilities": self.probabilities}
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+  """Words [start, end) of an utterance filled with ``label``; ``evidence`` is the retrieved support span (its
+  text, label and normalised score) and ``support_utterance`` the support utterance it comes from."""
+
+  start: int
+  end: int
+  text: str
+  label: str
+  score: float
+  evidence: Neighbour
+  support_utterance: str
+
+  def to_dict(self) -> dict[str, Any]:
+    return {"start": self.start, "end": self.end, "text": self.text, "label": self.label, "score": self.score,
+            "evidence": {**self.evidence.to_dict(), "utterance": self.support_utterance}}
+
+
+@dataclasses.dataclass(frozen=True)
+class SlotPrediction:
+  """The slots of one utterance (split on whitespace into ``words``), by position."""
+
+  words: tuple[str, ...]
+  slots: tuple[Slot, ...]
+
+  @property
+  def labels(self) -> tuple[str, ...]:
+    return tuple(s.label for s in self.slots)
+
+  @property
+  def score(self) -> float:
+    """The average score of the slots (what §5.2's beam search maximises; 0 without any slot)."""
+    return sum(s.score for s in self.slots) / len(self.slots) if self.slots else 0.0
+
+  @property
+  def tags(self) -> tuple[str, ...]:
+    """The slots as one BIO tag per word."""
+    tags = ["O"] * len(self.words)
+    for s in self.slots:
+      tags[s.start : s.end] = [f"B-{s.label}"] + [f"I-{s.label}"] * (s.end - s.start - 1)
+    return tuple(tags)
+
+  def to_dict(self) -> dict[str, Any]:
+    return {"labels": list(self.labels), "score": self.score, "tags": " ".join(self.tags),
+            "slots": [s.to_dict() for s in self.slots]}
+
+
+@runtime_checkable
+class Model(Protocol):
+  """What every exported model offers (``fewshot_nlu.predict`` uses nothing else)."""
+
+  kind: ClassVar[str]  # recorded in the export's metadata JSON; ``models.registry.KINDS`` maps it to the class
+
+  @property
+  def labels(self) -> list[str]:
+    """The labels the model can predict, in the order of ``scores``' columns."""
+
+  def predict(self, texts: Sequence[str], *, neighbours: int = 3) -> list:
+    """One prediction per text (``Prediction``, ``LabelSetPrediction`` or ``SlotPrediction``), with at most
+    ``neighbours`` pieces of evidence where the model has a choice of how many."""
+
+  def scores(self, texts: Sequence[str]) -> np.ndarray:
+    """[len(texts), len(labels)] float32 scores; the scale is the model's own (see each class)."""
+
+  def add_examples(self, texts: Sequence[str], labels: Sequence) -> None:
+    """Adds labelled examples without retraining, or raises ``NotImplementedError`` saying why it cannot."""
+
+  def save(self, directory: str | pathlib.Path) -> pathlib.Path:
+    """Writes the whole model (encoder included) to ``directory``."""
+
+  def save_rows(self, directory: str | pathlib.Path) -> None:
+    """Writes the stored examples (grown by ``add_examples``) into an export of this model, encoder untouched."""
+
+  @classmethod
+  def load(cls, directory: str | pathlib.Path) -> "Model":
+    """Reads an export written by ``save``."""
+
+
+# ------------------------------------------------------------------------------------- export files
+
+def write_meta(directory: str | pathlib.Path, file: str, meta: dict) -> None:
+  """The export's metadata JSON (``meta`` should hold the model's ``kind``)."""
+  (pathlib.Path(directory) / file).write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
+
+
+def read_meta(directory: str | pathlib.Path, file: str, what: str) -> dict:
+  """The metadata JSON ``file`` of an export; a missing one is an error saying what the folder should be
+  (``what``, e.g. "the export/ folder of a QAID run")."""
+  path = pathlib.Path(directory) / file
+  if not path.exists():
+    raise FileNotFoundError(f"{directory}: no {file}; is this {what}?")
+  return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_jsonl(path: str | pathlib.Path, rows) -> None:
+  """One JSON object per line (an export's stored examples)."""
+  with open(path, "w", encoding="utf-8") as f:
+    for row in rows:
+      f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def read_jsonl(path: str | pathlib.Path) -> list:
+  return [json.loads(line) for line in pathlib.Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -1,0 +1,68 @@
+"""Export kinds -> model classes, resolved lazily: ``load(directory)`` reads any exported model.
+
+Every model records its ``kind`` in its metadata JSON. An export is recognised by that file's name (each kind
+has its own), and the ``kind`` inside decides the class; exports written before kinds were recorded are
+read by the file name alone. The classes are imported only when an export of their kind is loaded, so the
+core never imports a method's package at import time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import pathlib
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+  module: str  # dotted path of the module defining the class
+  cls: str
+  meta_file: str  # the export's metadata JSON
+  description: str
+
+
+KINDS = {
+    "intent_model": Kind("fewshot_nlu.models.intent_model", "IntentModel", "intent_model.json",
+                         "k-NN / MLP intent classifier (baseline, ConvFiT)"),
+    "qaid": Kind("fewshot_nlu.methods.qaid.model", "QAIDModel", "qaid.json", "QAID intent-name retrieval"),
+    "multi_label": Kind("fewshot_nlu.methods.multi_convfit.model", "MultiLabelModel", "multilabel_model.json",
+                        "Multi-ConvFiT multi-label intents"),
+    "slot_filler": Kind("fewshot_nlu.methods.retriever.model", "SlotFillerModel", "slot_filler.json",
+                        "Retriever span-retrieval slot filler"),
+}
+
+
+def model_class(kind: str):
+  """The class of ``kind``, imported now."""
+  if kind not in KINDS:
+    raise ValueError(f"unknown model kind {kind!r}; known kinds: {sorted(KINDS)}")
+  return getattr(importlib.import_module(KINDS[kind].module), KINDS[kind].cls)
+
+
+def kind_of(directory: str | pathlib.Path) -> str:
+  """The kind of the model exported in ``directory`` (from its metadata JSON)."""
+  directory = pathlib.Path(directory)
+  if not directory.is_dir():
+    raise FileNotFoundError(f"{directory}: no such directory")
+  found = [(name, kind) for name, kind in KINDS.items() if (directory / kind.meta_file).is_file()]
+  if len(found) > 1:
+    raise ValueError(f"{directory}: metadata of several models ({', '.join(k.meta_file for _, k in found)}); "
+                     "an export folder holds one model")
+  if not found:
+    if (directory / "config.json").is_file():
+      raise ValueError(f"{directory}: an encoder export (config.json, no model metadata): it holds no labelled "
+                       "examples or classifier to predict with; use it as --config.model.name of a method run")
+    raise FileNotFoundError(f"{directory}: no model metadata ({', '.join(k.meta_file for k in KINDS.values())}); "
+                            "is this the export/ folder of a training run?")
+  default, kind = found[0]
+  meta = json.loads((directory / kind.meta_file).read_text(encoding="utf-8"))
+  recorded = meta.get("kind", default)
+  if recorded != default:
+    raise ValueError(f"{directory}/{kind.meta_file}: kind {recorded!r}, but that file belongs to kind {default!r}")
+  return recorded
+
+
+def load(directory: str | pathlib.Path, **kwargs):
+  """The model exported in ``directory``, as its own class (``kwargs`` go to that class's ``load``)."""
+  return model_class(kind_of(directory)).load(directory, **kwargs)
