@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from fewshot_nlu import main
+from fewshot_nlu import main, predict
 from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.encoders import pretrained
 from tests import tiny
@@ -92,16 +92,25 @@ def test_end_to_end_tiny_and_resume_is_a_no_op(tmp_path, tiny_bert_dir):
   config.train.epochs = 2
   workdir = tmp_path / "run"
   results = main.run(config, workdir)
-  assert results["steps"] == 4 and results["num_eval"] == 2 and 0 <= results["accuracy"] <= 1
+  assert results["steps"] == 4 and results["num_eval"] == 2 and results["num_pool"] == 11
+  rows = [r.split("\t") for r in (workdir / "predictions.tsv").read_text().splitlines()]
+  assert rows[0][:4] == ["text", "gold", "predicted", "score"] and len(rows) == 1 + 2
+  # The reported accuracy is the predictions file's; the first test utterance is also a training utterance,
+  # labelled differently on purpose: 1-NN must find that copy (cosine 1) and predict its training label.
+  assert results["accuracy"] == sum(r[1] == r[2] for r in rows[1:]) / 2
+  assert rows[1][:4] == [corpus[4], "bank", "music", "1.0000"], rows[1]
   assert json.loads((workdir / "results.json").read_text()) == results
   assert json.loads((workdir / "config.json").read_text())["train"]["epochs"] == 2
   lines = [json.loads(l) for l in (workdir / "metrics.jsonl").read_text().splitlines()]
   assert [l["step"] for l in lines if "train/loss" in l] == [1, 2, 3, 4]
   assert any((workdir / "tensorboard").iterdir())
-  assert (workdir / "predictions.tsv").read_text().splitlines()[0].startswith("text\tgold\tpredicted")
   exported = pretrained.load_pretrained(str(workdir / "export"))
   assert exported.config == pretrained.load_pretrained(str(tiny_bert_dir)).config
   assert json.loads((workdir / "export" / "labels.json").read_text()) == ["bank", "misc", "music"]
+  # the export is also the 1-NN classifier itself: the predict CLI answers from it
+  assert predict.main(["--model", str(workdir / "export"), "--output", str(tmp_path / "p.jsonl"), corpus[3]]) == 0
+  [row] = [json.loads(l) for l in (tmp_path / "p.jsonl").read_text().splitlines()]
+  assert row["label"] == "music" and row["neighbours"][0]["text"] == corpus[3]
   again = main.run(config, workdir)  # everything already trained: restores the final checkpoint
   assert again == results
 

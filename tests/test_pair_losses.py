@@ -46,7 +46,7 @@ def numpy_smax(a, b, positive, valid, w, bias):
 def test_cos_loss(seed):
   a, b, positive, valid = _data(seed)
   got = cosine_pair_loss(jnp.asarray(a), jnp.asarray(b), jnp.asarray(positive), jnp.asarray(valid))
-  np.testing.assert_allclose(got, numpy_cos(a, b, positive, valid), rtol=1e-5)
+  np.testing.assert_allclose(got, numpy_cos(a, b, positive, valid), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -65,12 +65,12 @@ def test_ocl_is_eq2_when_every_pair_is_hard():
   positive, valid = np.array([True, True, False, False]), np.ones(4, bool)
   expected = 1.0 ** 2 + 0.9 ** 2 + (0.5 - 0.05) ** 2 + (0.5 - 0.1) ** 2
   got = online_contrastive_loss(jnp.asarray(a), jnp.asarray(b), jnp.asarray(positive), jnp.asarray(valid))
-  np.testing.assert_allclose(got, expected, rtol=1e-5)
+  np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
   # an easy pair (a positive closer than every negative) drops out
   easy = np.concatenate([b, [[1.0, 0.0]]])
   got = online_contrastive_loss(jnp.asarray(np.tile([1.0, 0.0], (5, 1))), jnp.asarray(easy),
                                 jnp.asarray(np.append(positive, True)), jnp.asarray(np.ones(5, bool)))
-  np.testing.assert_allclose(got, expected, rtol=1e-5)
+  np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -80,7 +80,7 @@ def test_smax_loss(seed):
   w, bias = rng.normal(size=(18, 2)), rng.normal(size=2)
   got = softmax_pair_loss(jnp.asarray(a), jnp.asarray(b), jnp.asarray(positive), jnp.asarray(valid),
                           {"kernel": jnp.asarray(w), "bias": jnp.asarray(bias)})
-  np.testing.assert_allclose(got, numpy_smax(a, b, positive, valid, w, bias), rtol=1e-5)
+  np.testing.assert_allclose(got, numpy_smax(a, b, positive, valid, w, bias), rtol=1e-5, atol=1e-6)
 
 
 def test_padding_rows_get_no_gradient():

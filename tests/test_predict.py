@@ -74,9 +74,9 @@ def test_intent_model_export_answers_and_grows(encoder, tmp_path, capsys, classi
   scores, predictions = _check_protocol(model, TEXTS)
   assert [model.labels[i] for i in scores.argmax(1)] == [p.label for p in predictions]
   if classifier == "knn":
-    np.testing.assert_allclose(scores.max(1), [p.score for p in predictions], rtol=1e-5)  # k = 1: the cosine
+    np.testing.assert_allclose(scores.max(1), [p.score for p in predictions], rtol=1e-5, atol=1e-6)  # k = 1: the cosine
   else:
-    np.testing.assert_allclose(scores.sum(1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(scores.sum(1), 1.0, rtol=1e-5, atol=1e-6)
   export = model.save(tmp_path / "export")
   assert json.loads((export / "intent_model.json").read_text())["kind"] == "intent_model"
   assert models.kind_of(export) == "intent_model" and isinstance(models.load(export), IntentModel)
@@ -132,7 +132,7 @@ def test_qaid_export_answers_and_grows(tiny_bert_dir, tmp_path, capsys):
   qaid.add_answers(["transfer_money", "weather", "book_table"])
   scores, predictions = _check_protocol(qaid, TEXTS)
   assert [qaid.labels[i] for i in scores.argmax(1)] == [p.label for p in predictions]
-  np.testing.assert_allclose(scores.max(1), [p.score for p in predictions], rtol=1e-5)
+  np.testing.assert_allclose(scores.max(1), [p.score for p in predictions], rtol=1e-5, atol=1e-6)
   export = qaid.save(tmp_path / "export")
   assert models.kind_of(export) == "qaid"
   code, out, _ = _run(["--model", str(export), TEXTS[0]], capsys)

@@ -163,8 +163,8 @@ def assert_sharded_loss_equals_single_device(params, axes, loss_fn, make_batch, 
     batch = sharding.global_batch(make_batch(mesh), mesh)
     value, grads = jax.jit(jax.value_and_grad(lambda p, b: loss_fn(p, b, jax.random.key(0))[0]))(placed, batch)
     values.append((float(value), jax.device_get(grads)))
-  np.testing.assert_allclose(values[1][0], values[0][0], rtol=1e-5)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=atol), values[1][1], values[0][1])
+  np.testing.assert_allclose(values[1][0], values[0][0], rtol=1e-5, atol=1e-6)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=atol), values[1][1], values[0][1])
   return values[0]
 
 
