@@ -16,9 +16,9 @@ from fewshot_nlu import main, predict, sharding
 from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.data import batching, samplers
 from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
-from fewshot_nlu.heads import projection as projection_head
 from fewshot_nlu.losses import pairs as pair_losses
 from fewshot_nlu.methods.convfit import stage2 as convfit
 from fewshot_nlu.models.intent_model import IntentModel, Neighbour, vote

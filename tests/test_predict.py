@@ -15,9 +15,9 @@ import pytest
 
 from fewshot_nlu import main, models, predict
 from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
-from fewshot_nlu.heads import projection as projection_head
 from fewshot_nlu.methods.multi_convfit.model import MultiLabelModel
 from fewshot_nlu.methods.qaid.model import QAIDModel
 from fewshot_nlu.methods.retriever.model import SlotFillerModel

@@ -15,8 +15,8 @@ from fewshot_nlu import main, predict
 from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.data import masking
 from fewshot_nlu.encoders import pretrained, transformer
+from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.heads import mlm as mlm_head
-from fewshot_nlu.heads import projection as projection_head
 from fewshot_nlu.methods.qaid import late_interaction
 from fewshot_nlu.methods.qaid import train as qaid
 from fewshot_nlu.methods.qaid.bm25 import BM25

@@ -12,8 +12,8 @@ import numpy as np
 
 from fewshot_nlu.data import batching
 from fewshot_nlu.encoders import adapters, inference, pooling, pretrained, transformer
+from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.tokenizer import Tokenizer
-from fewshot_nlu.heads import projection as projection_head
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "dtype", "pool", "normalize"))
@@ -32,7 +32,7 @@ class SentenceEncoder:
   """Encodes texts with length buckets: texts are sorted by token count, cut into batches of ``batch_size``
   and each batch padded to the smallest of ``batching.INFERENCE_BUCKETS`` that fits it, so a bounded set of
   programs compiles (each once per process, or once ever with the persistent compilation cache).
-  ``projection`` (``heads.projection``) maps pooled vectors into ConvFiT's d_o-dim specialised space."""
+  ``projection`` (``encoders.projection``) maps pooled vectors into ConvFiT's d_o-dim specialised space."""
 
   def __init__(self, cfg: transformer.EncoderConfig, params: Any, tokenizer: Tokenizer, *,
                pooling_mode: str = "mean", normalize: bool = True, max_length: int = 128,

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from fewshot_nlu.encoders import projection
 from fewshot_nlu.train import optimizer
 
 FILE = "mlp.safetensors"
@@ -75,13 +76,8 @@ def config_from(section, *, multilabel: bool, seed: int) -> MLPConfig:
 
 def init(rng: jax.Array, sizes: tuple[int, ...]) -> list[dict]:
   """Dense layers ``sizes[0] -> ... -> sizes[-1]``, torch ``nn.Linear`` initialisation (U(+-1/sqrt(in)))."""
-  layers = []
-  for key, (n_in, n_out) in zip(jax.random.split(rng, len(sizes) - 1), zip(sizes[:-1], sizes[1:])):
-    k_kernel, k_bias = jax.random.split(key)
-    bound = 1.0 / math.sqrt(n_in)
-    layers.append({"kernel": jax.random.uniform(k_kernel, (n_in, n_out), jnp.float32, -bound, bound),
-                   "bias": jax.random.uniform(k_bias, (n_out,), jnp.float32, -bound, bound)})
-  return layers
+  return [projection.init(key, n_in, n_out)
+          for key, (n_in, n_out) in zip(jax.random.split(rng, len(sizes) - 1), zip(sizes[:-1], sizes[1:]))]
 
 
 def logits(layers: list[dict], x: jax.Array, dropout: float = 0.0, rng: jax.Array | None = None) -> jax.Array:

@@ -22,9 +22,9 @@ from typing import Sequence
 import numpy as np
 
 from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
-from fewshot_nlu.heads import projection as projection_head
 from fewshot_nlu.index import Index
 from fewshot_nlu.index import normalize as l2_normalize
 from fewshot_nlu.models import protocol

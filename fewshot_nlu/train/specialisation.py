@@ -2,7 +2,7 @@
 Multi-ConvFiT (§2.1, where a pair is positive when the label sets intersect).
 
 The encoder (dropout on) mean-pools and, when ``stage2.projection_dim`` > 0, applies ConvFiT's d_o tanh
-down-projection (``heads.projection``); a pair loss (``losses.pairs``: OCL / COS / SMAX) pulls positive pairs
+down-projection (``encoders.projection``); a pair loss (``losses.pairs``: OCL / COS / SMAX) pulls positive pairs
 together. Two ways to sample pairs (``stage2.sampling``): ``paper`` streams batches of the pair lists of §2.2
 (``paper_stream``); ``fast`` encodes each utterance of a batch once and applies the loss to all in-batch pairs
 (``in_batch_stream`` + the all-pairs loss). ``stage2_params`` builds what is trained (the encoder, with fresh
@@ -23,9 +23,8 @@ from fewshot_nlu import config_checks, sharding
 from fewshot_nlu.data import batching, samplers
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import adapters, pooling, pretrained, transformer
+from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.transformer import DTYPES
-from fewshot_nlu.heads import mlp as mlp_head
-from fewshot_nlu.heads import projection as projection_head
 from fewshot_nlu.losses import pairs as pair_losses
 
 log = logging.getLogger(__name__)
@@ -159,7 +158,8 @@ def paper_stream(texts, pairs: samplers.Pairs, tokenizer, config, host_batch: in
 # ----------------------------------------------------------------------------------------------- params
 
 def _linear_init(rng, n_in, n_out):
-  return mlp_head.init(rng, (n_in, n_out))[0]
+  """One dense layer, initialised as ``heads.mlp.init`` initialises a one-layer MLP (same numbers)."""
+  return projection_head.init(jax.random.split(rng, 1)[0], n_in, n_out)
 
 
 def stage2_params(encoder_params, cfg: transformer.EncoderConfig, config) -> tuple[dict, dict]:

@@ -7,7 +7,7 @@ Variants of Table 2, chosen by config:
   * RAND: ``model.init = "random"`` (the LM's architecture and tokenizer, random weights).
 
 Stage 2 encodes utterances with the LM, mean-pools, and applies a d_o = 512 tanh down-projection
-(``heads.projection``); the pair loss (``losses.pairs``) pulls same-intent pairs together. Two ways to sample
+(``encoders.projection``); the pair loss (``losses.pairs``) pulls same-intent pairs together. Two ways to sample
 pairs (``stage2.sampling``):
   * ``paper``: the pair sets PP / NP of §2.2 (every same-intent pair, 2n random negatives per positive),
     shuffled each epoch and cut into batches of ``train.batch_size`` pairs; each step encodes 2 x batch

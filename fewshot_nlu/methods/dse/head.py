@@ -3,7 +3,7 @@ used only inside the training loss; evaluation uses the pooled encoder output it
 
 The activation between the layers is not printed in the paper; ReLU follows the authors' PairSupCon head
 (``Linear(d, d), ReLU, Linear(d, 128)``), on which DSE builds. Layers are initialised like torch
-``nn.Linear`` (``heads.projection.init``). Plain dicts, so the head trains, shards and checkpoints with the
+``nn.Linear`` (``encoders.projection.init``). Plain dicts, so the head trains, shards and checkpoints with the
 encoder.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from fewshot_nlu.heads import projection
+from fewshot_nlu.encoders import projection
 
 
 def init(rng: jax.Array, dim: int, out_dim: int = 128) -> dict:

@@ -21,11 +21,11 @@ import jax
 import jax.numpy as jnp
 
 from fewshot_nlu.encoders import pooling
+from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.pooling import l2_normalize
-from fewshot_nlu.heads import projection as projection_head
 
 _MASKED = -1e9
-PROJECTION_FILE = "late_interaction_projection.safetensors"  # Proj of an export (heads.projection format)
+PROJECTION_FILE = "late_interaction_projection.safetensors"  # Proj of an export (encoders.projection format)
 
 
 def token_vectors(projection: dict, hidden: jax.Array, mask: jax.Array) -> jax.Array:

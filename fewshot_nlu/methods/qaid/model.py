@@ -33,8 +33,8 @@ import numpy as np
 
 from fewshot_nlu.data import batching, tsv
 from fewshot_nlu.encoders import inference, pretrained, transformer
+from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.tokenizer import Tokenizer
-from fewshot_nlu.heads import projection as projection_head
 from fewshot_nlu.index import Index
 from fewshot_nlu.methods.qaid import late_interaction
 from fewshot_nlu.models import protocol

@@ -47,11 +47,11 @@ from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.data import batching, masking, splits
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pooling, pretrained, transformer
+from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation import knn
 from fewshot_nlu.heads import mlm as mlm_head
 from fewshot_nlu.heads import mlp as mlp_head
-from fewshot_nlu.heads import projection as projection_head
 from fewshot_nlu.methods.qaid import late_interaction
 from fewshot_nlu.methods.qaid.bm25 import BM25
 from fewshot_nlu.methods.qaid.losses import npairs_loss, pairwise_softmax_loss, supcon_loss
