@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import pathlib
 from typing import Iterable
 
 import ml_collections
@@ -31,19 +32,30 @@ CONFIG_ROOTS = ("config", "run_config")
 ALWAYS = ("fewshot_nlu.main",)  # process-level fields: compilation cache, distributed initialisation
 
 
+PACKAGE_ROOT = pathlib.Path(__file__).resolve().parent
+
+
+def _file_of(module: str) -> pathlib.Path | None:
+  """The source file of a module: for ``fewshot_nlu`` ones found on disk (nothing is imported), for others
+  (a method registered from elsewhere) through the import system."""
+  if not module.startswith("fewshot_nlu"):
+    spec = importlib.util.find_spec(module)
+    return pathlib.Path(spec.origin) if spec and spec.origin and spec.origin.endswith(".py") else None
+  parts = module.split(".")[1:]
+  base = PACKAGE_ROOT.joinpath(*parts)
+  for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+    if candidate.is_file():
+      return candidate
+  return None
+
+
 def _source_of(module: str) -> str | None:
-  spec = importlib.util.find_spec(module)
-  if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-    return None
-  with open(spec.origin, encoding="utf-8") as f:
-    return f.read()
+  path = _file_of(module)
+  return path.read_text(encoding="utf-8") if path else None
 
 
 def _is_module(name: str) -> bool:
-  try:
-    return importlib.util.find_spec(name) is not None
-  except (ImportError, ValueError):
-    return False
+  return _file_of(name) is not None
 
 
 def _imports(tree: ast.AST) -> set[str]:
