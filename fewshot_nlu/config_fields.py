@@ -104,7 +104,8 @@ def _chain(node: ast.AST) -> list[str] | None:
 
 
 class _Reads(ast.NodeVisitor):
-  """Config reads of one scope (a function or the module body); aliases are scope-local."""
+  """Config reads of a module. Aliases are scope-local: a function sees its enclosing scopes' aliases, and the
+  ones it makes end with it."""
 
   def __init__(self):
     self.resolved: set[tuple[str, ...]] = set()
@@ -136,6 +137,13 @@ class _Reads(ast.NodeVisitor):
         self.generic_visit(node.targets[0])
         return
     self.generic_visit(node)
+
+  def _visit_scope(self, node) -> None:
+    outer = dict(self.aliases)
+    self.generic_visit(node)
+    self.aliases = outer
+
+  visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _visit_scope
 
   def visit_Attribute(self, node: ast.Attribute) -> None:
     self._visit_chain(node)
@@ -174,15 +182,10 @@ def fields_read(module: str) -> tuple[frozenset, frozenset]:
     source = _source_of(name)
     if source is None:
       continue
-    tree = ast.parse(source)
-    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
-    for scope in [tree, *scopes]:
-      reads = _Reads()
-      body = scope.body if isinstance(scope.body, list) else [scope.body]
-      for statement in body:
-        reads.visit(statement)
-      resolved |= reads.resolved
-      suffixes |= reads.suffixes
+    reads = _Reads()
+    reads.visit(ast.parse(source))
+    resolved |= reads.resolved
+    suffixes |= reads.suffixes
   return frozenset(resolved), frozenset(suffixes)
 
 
