@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from fewshot_nlu import config_checks
 from fewshot_nlu.encoders import projection
 from fewshot_nlu.train import optimizer
 
@@ -56,8 +57,6 @@ class MLPConfig:
 def validate_config(config, field: str) -> None:
   """Checks the MLP section ``config.<field>`` (the fields of ``MLPConfig`` but ``multilabel`` and ``seed``),
   naming the field at fault."""
-  from fewshot_nlu import config_checks
-  from fewshot_nlu.train import optimizer
   config_checks.require_choice(config, f"{field}.optimizer", OPTIMIZERS)
   config_checks.require_choice(config, f"{field}.decay", optimizer.DECAYS)
   config_checks.require_positive(config, f"{field}.epochs", f"{field}.batch_size", f"{field}.learning_rate")

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import json
 import pathlib
+
+from fewshot_nlu.models import protocol
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +57,7 @@ def kind_of(directory: str | pathlib.Path) -> str:
     raise FileNotFoundError(f"{directory}: no model metadata ({', '.join(k.meta_file for k in KINDS.values())}); "
                             "is this the export/ folder of a training run?")
   default, kind = found[0]
-  meta = json.loads((directory / kind.meta_file).read_text(encoding="utf-8"))
-  recorded = meta.get("kind", default)
+  recorded = protocol.read_meta(directory, kind.meta_file, "an export folder").get("kind", default)
   if recorded != default:
     raise ValueError(f"{directory}/{kind.meta_file}: kind {recorded!r}, but that file belongs to kind {default!r}")
   return recorded

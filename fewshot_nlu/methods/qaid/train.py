@@ -16,7 +16,7 @@ Stages (``qaid.stage``):
   * ``finetune`` (§2.2.2): n few-shot examples per batch -> two query views + two intent-name views = 4n;
     L^FT = L^sup (Eq. 3 over the 4n views, positives = same intent) + lambda_class * L^class +
     lambda_mlm * L^mlm (0.1, 0.05). Batch 32, 10 epochs, lr 1e-5. Then the intent names are indexed and the
-    eval split is answered by retrieval (``qaid_model.QAIDModel``); predictions.tsv shows the top names with
+    eval split is answered by retrieval (``qaid.model.QAIDModel``); predictions.tsv shows the top names with
     their scores; ``export/`` is the ready-to-use model (``python -m fewshot_nlu.predict --model .../export``).
 
 Ablations (Table 3) as config switches: ``qaid.loss`` = ``npairs`` (one positive, the intent name) or

@@ -11,7 +11,7 @@ Stages (``retriever.stage``), Table 1's sections:
   * ``finetune_tgt``: trained on the target few-shot examples (per-label batch = shots, lr 1e-5), starting from
     ``model.name`` (e.g. a ``pretrain`` run's ``export``);
   * ``finetune_tgt_src``: as ``finetune_tgt`` with ``shots`` examples of every source intent added.
-Training is the batch softmax on [CLS] vectors (``retriever_training``) for ``train.max_steps`` steps (the paper
+Training is the batch softmax on [CLS] vectors (``retriever.training``) for ``train.max_steps`` steps (the paper
 tunes on a development set; there is no development domain here).
 
 Inference (§5.2): the test utterance's [CLS] vector retrieves its nearest support utterance by dot product and

@@ -9,8 +9,8 @@ For each fold k in ``data.folds`` (test domain = fold k's, development domain = 
   2. Choose the domain's threshold on the development domain by grid search over ``retriever.thresholds``
      (App. A.1: [0.85, 0.97] in steps of 0.05).
   3. Test on ``retriever.test_episodes`` episodes of ``fold{k}_test`` (0 = all 100): per episode, the support
-     set's labelled spans are indexed and every query utterance decoded (``span_retriever.SlotRetriever``,
-     ``span_decoding``); F1 per episode (conlleval-style, ``evaluation.span_f1``), averaged over episodes.
+     set's labelled spans are indexed and every query utterance decoded (``spans.SlotRetriever``,
+     ``decoding``); F1 per episode (conlleval-style, ``evaluation.span_f1``), averaged over episodes.
 
 Writes ``fold{k}/`` (checkpoints, ``best/``, ``results.json``, ``predictions.tsv``, ``export/``) per fold, then
 ``results.json`` and ``results.md`` (per-domain and average F1, Table 2's layout) in the workdir, and prints

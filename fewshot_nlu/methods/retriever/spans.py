@@ -9,7 +9,7 @@ their spans (padded to a power-of-two count) are gathered in the same jitted pas
 ``SlotRetriever`` indexes the labelled spans of a support set (``index.Index``, dot product, exact or ScaNN)
 and, for every span of up to ``max_words`` words of a query utterance, retrieves its nearest labelled span.
 That hit's score is normalised to [0, 1] as the cosine of the two span vectors (§5.2: "we normalize the
-similarity scores by L2-norm"), clipped at 0, and becomes a ``span_decoding.Candidate``. With
+similarity scores by L2-norm"), clipped at 0, and becomes a ``decoding.Candidate``. With
 ``inference="prototype"`` (the Proto baseline) the index holds one vector per label, the mean of its support
 spans, instead of the spans themselves.
 """
