@@ -17,13 +17,14 @@ import argparse
 import json
 import os
 import pathlib
-import platform
 import statistics
 import subprocess
 import sys
 import time
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+import runner
+from runner import REPO
+
 DEFAULT_DATA = os.environ.get("FEWSHOT_NLU_DATA", str(REPO.parent / "shared" / "data"))
 
 
@@ -144,7 +145,7 @@ def main():
   table = "\n".join(lines)
   print(table)
   if args.write:
-    command = "python bench/encode.py " + " ".join(a for a in sys.argv[1:] if a != "--write") + " --write"
+    command = runner.rerun_command(__file__)
     buckets = rounds[0]["ours"]["buckets"] if "ours" in rounds[0] else None
     text = (f"# Encoding throughput (bench/encode.py)\n\n"
             f"{n} CLINC150 test utterances, max length {args.max_length}, batch size {args.batch_size}, "
@@ -153,8 +154,8 @@ def main():
             f"the median over all timed runs is reported. First-call overhead = first run minus median "
             f"(for fewshot_nlu: compiling each length bucket {buckets}; the persistent compilation cache "
             f"removes it across processes when enabled).\n\n"
-            f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.\n\n"
-            f"Command: `{command.strip()}`\n\n{table}\n")
+            f"{runner.machine()}\n\n"
+            f"Command: `{command}`\n\n{table}\n")
     (REPO / "bench" / "results" / "encode.md").write_text(text)
 
 

@@ -17,6 +17,16 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 
 
+
+def rerun_command(script: str) -> str:
+  """The command that repeats this invocation of ``bench/<script>`` and writes its results file."""
+  args = [a for a in sys.argv[1:] if a != "--write"]
+  return " ".join(["python", f"bench/{pathlib.Path(script).name}", *args, "--write"])
+
+
+def machine() -> str:
+  return f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}."
+
 def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path, rows_file: pathlib.Path
              ) -> dict | None:
   """Runs ``fewshot_nlu.main`` with ``config_args`` into ``workdir``; returns the appended row (None when the

@@ -23,19 +23,32 @@ import argparse
 import json
 import os
 import pathlib
-import platform
 import statistics
 import subprocess
 import sys
 import time
 import zlib
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+import runner
+from runner import REPO
+
 DEFAULT_DATA = os.environ.get("FEWSHOT_NLU_DATA", str(REPO.parent / "shared" / "data"))
 MAX_LENGTH = 64
 LEARNING_RATE = 2e-5
 WEIGHT_DECAY = 0.01
 SCALE = 20.0
+
+
+def time_steps(step, batches, warmup: int) -> list[float]:
+  """``warmup`` untimed steps, then one timed step per batch (seconds)."""
+  for batch in batches[:warmup]:
+    step(batch)
+  times = []
+  for batch in batches:
+    start = time.perf_counter()
+    step(batch)
+    times.append(time.perf_counter() - start)
+  return times
 
 
 def load_pairs(data_dir: str, n: int) -> list[tuple[str, str]]:
@@ -111,13 +124,7 @@ def run_ours(batches, dtype: str, warmup: int) -> dict:
       seen.add(shape)
       step(b)
   compile_s = time.perf_counter() - start
-  for b in host[:warmup]:
-    step(b)
-  times = []
-  for b in host:
-    start = time.perf_counter()
-    step(b)
-    times.append(time.perf_counter() - start)
+  times = time_steps(step, host, warmup)
   return {"backend": f"fewshot_nlu (JAX {jax.__version__}, {dtype})", "times_s": times, "compile_s": compile_s,
           "compiled_shapes": len(seen), "tokens": tokens, "lengths": lengths, "padded_tokens": padded,
           "cfg": {"layers": model.config.num_layers, "hidden": model.config.hidden_size,
@@ -175,13 +182,7 @@ def run_st(batches, warmup: int) -> dict:
     value.backward()
     optimizer.step()
 
-  for b in batches[:warmup]:
-    step(b)
-  times = []
-  for b in batches:
-    start = time.perf_counter()
-    step(b)
-    times.append(time.perf_counter() - start)
+  times = time_steps(step, batches, warmup)
   return {"backend": f"sentence-transformers {sentence_transformers.__version__} (torch {torch.__version__})",
           "times_s": times, "torch_threads": torch.get_num_threads()}
 
@@ -257,12 +258,12 @@ def main():
              "TFLOP/s (best jitted GEMM).")
   print(table + "\n\n" + summary)
   if args.write:
-    command = "python bench/train_step.py " + " ".join(a for a in sys.argv[1:] if a != "--write") + " --write"
+    command = runner.rerun_command(__file__)
     text = (f"# Training-step throughput (bench/train_step.py)\n\n{__doc__.split(chr(10), 3)[3].strip()}\n\n"
-            f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
+            f"{runner.machine()} "
             f"{args.rounds} rounds x {args.steps} timed steps per backend and batch size (after {args.warmup} "
             f"warm-up steps). Token use = real / padded tokens of our bucketed batches (theirs pad to each "
-            f"batch's longest).\n\nCommand: `{command.strip()}`\n\n{table}\n\n{summary}\n")
+            f"batch's longest).\n\nCommand: `{command}`\n\n{table}\n\n{summary}\n")
     (REPO / "bench" / "results" / "train_step.md").write_text(text)
 
 
