@@ -49,12 +49,15 @@ def time_runs(fn, repeats: int) -> dict:
   return {"first_s": first, "median_s": median, "runs_s": runs, "warmup_overhead_s": first - median}
 
 
-def make_ours(max_length, batch_size):
+def make_ours(max_length, batch_size, dtype: str = "float32"):
   sys.path.insert(0, str(REPO))
   import jax
   from fewshot_nlu.encoders.sentence import SentenceEncoder
-  encoder = SentenceEncoder.from_pretrained("minilm-l6", max_length=max_length, batch_size=batch_size)
-  info = {"backend": "fewshot_nlu (JAX/Flax)", "version": f"jax {jax.__version__}",
+  from fewshot_nlu.encoders.transformer import DTYPES
+  encoder = SentenceEncoder.from_pretrained("minilm-l6", max_length=max_length, batch_size=batch_size,
+                                            dtype=DTYPES[dtype])
+  suffix = "" if dtype == "float32" else f", {dtype} compute"
+  info = {"backend": f"fewshot_nlu (JAX/Flax{suffix})", "version": f"jax {jax.__version__}",
           "buckets": list(encoder.buckets)}
   return encoder.encode, info
 
@@ -94,12 +97,16 @@ def main():
   parser.add_argument("--st-python", help="python of a venv with sentence-transformers, if not this one")
   parser.add_argument("--json", action="store_true", help="print one JSON object per backend (internal)")
   parser.add_argument("--write", action="store_true", help="write bench/results/encode.md")
+  parser.add_argument("--bf16", action="store_true",
+                      help="also time ours with bfloat16 compute and compare its vectors with float32's (cosine)")
   args = parser.parse_args()
   sentences = load_sentences(args.data_dir, args.n)
 
   backends = {}
   if args.backend in ("ours", "both"):
     backends["ours"] = make_ours(args.max_length, args.batch_size)
+    if args.bf16:
+      backends["ours_bf16"] = make_ours(args.max_length, args.batch_size, "bfloat16")
   st_mode = None
   if args.backend in ("st", "both"):
     try:
@@ -138,7 +145,13 @@ def main():
     first = rounds[0][name]
     lines.append(f"| {first['backend']} | {first['version']} | {medians[name]:.3f} | {n / medians[name]:.0f} | "
                  f"{first['warmup_overhead_s']:.2f} |")
-  if len(names) == 2:
+  if "ours_bf16" in names:
+    import numpy as np
+    f32, bf16 = backends["ours"][0](sentences), backends["ours_bf16"][0](sentences)
+    cosines = np.sum(f32 * bf16, axis=1)  # both L2-normalised
+    lines.append(f"\nbfloat16 vs float32 compute (ours): {medians['ours'] / medians['ours_bf16']:.2f}x the speed; "
+                 f"cosine of each sentence's two vectors: min {cosines.min():.5f}, mean {cosines.mean():.5f}")
+  if "st" in names and "ours" in names:
     per_round = [r["st"]["median_s"] / r["ours"]["median_s"] for r in rounds]
     lines.append(f"\nspeed-up of fewshot_nlu over sentence-transformers: **{medians['st'] / medians['ours']:.2f}x** "
                  f"(per round: {', '.join(f'{x:.2f}x' for x in per_round)})")

@@ -34,6 +34,8 @@ def get_config(dataset: str, shots: str = "10") -> ml_collections.ConfigDict:
   config.train.warmup_fraction = 0.1
   config.train.decay = "linear"
   config.train.save_every = 100
+  config.train.frozen_prefix_layers = -1  # >= 0: freeze embeddings + this many layers, cache their output
+  config.train.packing = False  # pack utterances several to a row (block-diagonal attention)
 
   config.stage2 = ml_collections.ConfigDict()
   config.stage2.enabled = True

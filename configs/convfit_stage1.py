@@ -28,6 +28,7 @@ def get_config():
   config.train.epochs = 2
   config.train.max_steps = 0  # > 0: stop after this many steps (the schedule spans them)
   config.train.save_every = 200
+  config.train.packing = False  # pack utterances several to a row (block-diagonal attention; not with cache_chunks)
   config.loss = ml_collections.ConfigDict()
   config.loss.scale = 20.0  # D in S(c, r) = D * cos(c, r); sentence-transformers' default
   config.loss.exclude_positive = True  # Eq. (1) as printed; False = sentence-transformers' MNRL

@@ -19,6 +19,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.data.builder = "banking77"
   config.data.train_split = "train_10"
   config.data.eval_split = "test"
+  config.train.packing = False  # pack utterances several to a row (block-diagonal attention)
 
   config.loss = ml_collections.ConfigDict()
   config.loss.scale = 20.0  # D in S(c, r) = D * cos(c, r); sentence-transformers' default

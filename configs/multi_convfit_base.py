@@ -57,6 +57,8 @@ def get_config(builder: str, builder_config: str = "", arg: str = "") -> ml_coll
   config.train.decay = "cosine"
   config.train.weight_decay = 0.02
   config.train.save_every = 100
+  config.train.frozen_prefix_layers = -1  # >= 0: freeze embeddings + this many layers, cache their output
+  config.train.packing = False  # pack utterances several to a row (block-diagonal attention)
 
   config.stage2 = ml_collections.ConfigDict()
   config.stage2.enabled = mode != "none"

@@ -11,6 +11,7 @@ def get_config(method: str, *, per_label_batch: int, eval_every: int, train: boo
   config = common.add_training(common.base(method))
   config.train.epochs = 1
   config.train.warmup_fraction = 0.1  # App. A.1
+  config.train.frozen_prefix_layers = -1  # >= 0: freeze embeddings + this many layers, cache their output
 
   r = config.retriever = ml_collections.ConfigDict()
   r.train = train  # False: the untouched encoder (^frz)

@@ -85,7 +85,7 @@ def test_paper_stream_pads_each_side_to_its_own_bucket(tiny_bert_dir):
   model, config, *_ , split = _stage2_setup(tiny_bert_dir)
   config.stage2.sampling, config.stage2.negatives = "paper", 1
   pairs = samplers.convfit_pairs(split.labels, config.stage2.negatives, seed=config.seed)
-  stream = specialisation.paper_stream(split.texts, pairs, model.tokenizer, config, 8)
+  stream = specialisation.paper_stream(split.texts, pairs, model.tokenizer, config, 8, sharding.make_mesh({"data": 1}))
   # 4 labels x 3 examples: 4 * C(3, 2) = 12 positives, each with 2n = 2 negatives
   assert stream.num_items == 12 * 3
   batch = next(stream)

@@ -169,9 +169,9 @@ def assert_sharded_loss_equals_single_device(params, axes, loss_fn, make_batch, 
 
 
 def embed_length_groups(embed, params, batch, rng):
-  """Reference for the all-pairs losses: every length group of ``batch`` embedded with the dropout key the
-  loss uses (``fold_in(rng, g)``), concatenated in row order."""
+  """Reference for the all-pairs losses: every length group (side ``group<g>``) of ``batch`` embedded with the
+  dropout key the loss uses (``fold_in(rng, g)``), concatenated in row order."""
   import jax
-  groups = sorted(int(k.rsplit("_", 1)[1]) for k in batch if k.startswith("ids_"))
-  return np.concatenate([embed(params, batch[f"ids_{g}"], batch[f"mask_{g}"], jax.random.fold_in(rng, g))
-                         for g in groups])
+  groups = sorted(int(k[len("group"):].split("_")[0]) for k in batch if k.startswith("group") and k.endswith("_mask"))
+  return np.concatenate([embed(params, batch, f"group{g}", jax.random.fold_in(rng, g),
+                               batch[f"group{g}_mask"].shape[0]) for g in groups])

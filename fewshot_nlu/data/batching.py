@@ -6,7 +6,7 @@ input shape costs a compile, so there are few buckets and the batch dimension is
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -36,12 +36,17 @@ def pad_token_ids(sequences: Sequence[Sequence[int]], length: int, pad_id: int,
   """Right-pads token id lists into ``input_ids``/``attention_mask`` int32 arrays of [batch_size, length].
 
   Rows past ``len(sequences)`` are all padding (mask 0); pooled outputs of such rows are zero and callers
-  drop them.
+  drop them. Sequences may instead be per-token state rows ([n, H] float arrays, a frozen prefix's cached
+  output, ``encoders.frozen_prefix``): ``input_ids`` is then [batch_size, length, H], zero where padded.
   """
   rows = batch_size if batch_size is not None else len(sequences)
   if rows < len(sequences):
     raise ValueError(f"{len(sequences)} sequences do not fit batch_size={rows}")
-  input_ids = np.full((rows, length), pad_id, dtype=np.int32)
+  states = bool(sequences) and isinstance(sequences[0], np.ndarray) and sequences[0].ndim == 2
+  if states:
+    input_ids = np.zeros((rows, length, sequences[0].shape[1]), dtype=sequences[0].dtype)
+  else:
+    input_ids = np.full((rows, length), pad_id, dtype=np.int32)
   mask = np.zeros((rows, length), dtype=np.int32)
   for i, seq in enumerate(sequences):
     if len(seq) > length:
@@ -78,16 +83,67 @@ def pad_in_length_groups(sequences: Sequence[Sequence[int]], groups: int, bucket
   return order, out
 
 
+def pack_rows(sequences: Sequence[Any], length: int, row_multiple: int) -> dict[str, np.ndarray]:
+  """Packs ``sequences`` (token id lists or [n, H] state rows) several to a row of ``length`` tokens, first fit
+  by decreasing length (``encoders.packing``): ``ids`` [R, length(, H)] (zero-padded), ``owner`` [R, length] (the
+  index of the sequence each token belongs to, -1 for padding) and ``offsets`` [R, length] (each token's index
+  within its sequence). R, the rows used rounded up to a multiple of ``row_multiple``, takes few values, so few
+  programs compile. BANKING77 batches of 32 (mean 15.8 tokens) carry 34-50% real tokens as length-bucketed rows
+  and ~90% packed into rows of 48."""
+  order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
+  free: list[int] = []  # tokens left per row
+  placed: list[list[int]] = []
+  for i in order:
+    n = len(sequences[i])
+    if n > length:
+      raise ValueError(f"sequence {i} has {n} tokens, longer than the packed row length {length}")
+    row = next((r for r, left in enumerate(free) if left >= n), None)
+    if row is None:
+      free.append(length)
+      placed.append([])
+      row = len(free) - 1
+    free[row] -= n
+    placed[row].append(i)
+  rows = max(row_multiple, -(-len(placed) // row_multiple) * row_multiple)
+  states = bool(sequences) and isinstance(sequences[0], np.ndarray) and sequences[0].ndim == 2
+  shape = (rows, length, sequences[0].shape[1]) if states else (rows, length)
+  packed = np.zeros(shape, sequences[0].dtype if states else np.int32)
+  owner = np.full((rows, length), -1, np.int32)
+  offsets = np.zeros((rows, length), np.int32)
+  for r, members in enumerate(placed):
+    start = 0
+    for i in members:
+      n = len(sequences[i])
+      packed[r, start : start + n] = sequences[i]
+      owner[r, start : start + n] = i
+      offsets[r, start : start + n] = np.arange(n)
+      start += n
+  return {"ids": packed, "owner": owner, "offsets": offsets}
+
+
+def batch_side(name: str, sequences: Sequence[Any], buckets: Sequence[int], pad_id: int, batch_size: int,
+               pack_length: int = 0, row_multiple: int = 1) -> dict[str, np.ndarray]:
+  """One side of a batch, its arrays named ``<name>_*``: ``sequences`` padded to the smallest of ``buckets`` that
+  holds the longest (``<name>_ids`` / ``<name>_mask``, [batch_size, bucket]) or, with ``pack_length`` > 0,
+  packed several to a row of that length (``<name>_ids`` / ``<name>_owner`` / ``<name>_offsets``, ``pack_rows``).
+  ``encoders.packing.encode_side`` turns either into one vector per sequence."""
+  if pack_length:
+    packed = pack_rows(sequences, pack_length, row_multiple)
+    return {f"{name}_{key}": value for key, value in packed.items()}
+  padded = pad_to_bucket(sequences, buckets, pad_id, batch_size)
+  return {f"{name}_ids": padded["input_ids"], f"{name}_mask": padded["attention_mask"]}
+
+
 def padded_batcher(sides: dict[str, tuple[Sequence[Sequence[int]], Sequence[int]]], pad_id: int,
-                   fields: dict[str, np.ndarray] | None = None):
+                   fields: dict[str, np.ndarray] | None = None, pack_length: int = 0, row_multiple: int = 1):
   """``make_batch(indices, epoch, batch_size)`` for an ``EpochStream``: for each side ``name -> (token id lists,
-  buckets)``, the rows at ``indices`` padded to the smallest bucket that fits their longest -> ``<name>_ids`` /
-  ``<name>_mask``; each of ``fields`` (per-item arrays) at ``indices``, zero past them; and ``valid``."""
+  buckets)``, the rows at ``indices`` as ``batch_side`` lays them out (padded to a bucket, or packed with
+  ``pack_length``); each of ``fields`` (per-item arrays) at ``indices``, zero past them; and ``valid``."""
   def make_batch(indices, epoch, batch_size):
     batch = {"valid": np.arange(batch_size) < len(indices)}
     for side, (ids, buckets) in sides.items():
-      padded = pad_to_bucket([ids[i] for i in indices], buckets, pad_id, batch_size)
-      batch[f"{side}_ids"], batch[f"{side}_mask"] = padded["input_ids"], padded["attention_mask"]
+      batch.update(batch_side(side, [ids[i] for i in indices], buckets, pad_id, batch_size, pack_length,
+                              row_multiple))
     for name, values in (fields or {}).items():
       column = np.zeros((batch_size, *values.shape[1:]), values.dtype)
       column[: len(indices)] = values[np.asarray(indices)]
@@ -96,6 +152,8 @@ def padded_batcher(sides: dict[str, tuple[Sequence[Sequence[int]], Sequence[int]
   return make_batch
 
 
-def pair_batcher(context_ids, response_ids, buckets: Sequence[int], pad_id: int):
-  """``padded_batcher`` over (context, response) pairs -> ``{context,response}_{ids,mask}`` and ``valid``."""
-  return padded_batcher({"context": (context_ids, buckets), "response": (response_ids, buckets)}, pad_id)
+def pair_batcher(context_ids, response_ids, buckets: Sequence[int], pad_id: int, pack_length: int = 0,
+                 row_multiple: int = 1):
+  """``padded_batcher`` over (context, response) pairs -> ``context_*``, ``response_*`` and ``valid``."""
+  return padded_batcher({"context": (context_ids, buckets), "response": (response_ids, buckets)}, pad_id,
+                        pack_length=pack_length, row_multiple=row_multiple)

@@ -13,6 +13,16 @@ def mean_pool(hidden: jax.Array, attention_mask: jax.Array) -> jax.Array:
   return summed / jnp.maximum(jnp.sum(mask, axis=-2), 1e-9)
 
 
+def packed_mean_pool(hidden: jax.Array, owner: jax.Array, num_items: int) -> jax.Array:
+  """``mean_pool`` for packed rows: ``owner`` [R, L] names the item (0..num_items-1) each token belongs to, -1 for
+  padding; item i's vector is the mean of its tokens. [num_items, H] (zero for an item without tokens)."""
+  flat = owner.reshape(-1)
+  ids = jnp.where(flat < 0, num_items, flat)  # padding goes to a dropped extra segment
+  summed = jax.ops.segment_sum(hidden.reshape(flat.shape[0], -1).astype(jnp.float32), ids, num_items + 1)
+  counts = jax.ops.segment_sum(jnp.ones_like(flat, jnp.float32), ids, num_items + 1)
+  return summed[:num_items] / jnp.maximum(counts[:num_items], 1.0)[:, None]
+
+
 def cls_pool(hidden: jax.Array, attention_mask: jax.Array | None = None) -> jax.Array:
   """The first ([CLS] / <s>) token's vector. [B, H]."""
   del attention_mask

@@ -170,12 +170,17 @@ class Embeddings(nn.Module):
   dtype: Any = jnp.float32
 
   @nn.compact
-  def __call__(self, input_ids, attention_mask, token_type_ids, deterministic: bool):
+  def __call__(self, input_ids, attention_mask, token_type_ids, deterministic: bool, positions=None):
     cfg = self.cfg
     words = _embed(cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"), self.dtype,
                    "word_embeddings")(input_ids)
+    if positions is None:
+      if attention_mask.ndim != 2:
+        raise ValueError("a [B, L, L] attention mask (packed rows) needs explicit position ids "
+                         "(encoders.packing.position_ids)")
+      positions = position_ids(attention_mask, cfg)
     positions = _embed(cfg.max_position_embeddings, cfg.hidden_size, ("positions", "embed"),
-                       self.dtype, "position_embeddings")(position_ids(attention_mask, cfg))
+                       self.dtype, "position_embeddings")(positions)
     if token_type_ids is None:
       token_type_ids = jnp.zeros_like(input_ids)
     types = _embed(cfg.type_vocab_size, cfg.hidden_size, ("token_types", "embed"), self.dtype,
@@ -197,7 +202,9 @@ class SelfAttention(nn.Module):
     k = split(_dense(cfg.hidden_size, ("embed", "joined_kv"), self.dtype, "key")(x))
     v = split(_dense(cfg.hidden_size, ("embed", "joined_kv"), self.dtype, "value")(x))
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) / jnp.sqrt(head_dim)
-    key_is_pad = attention_mask[:, None, None, :] == 0
+    # [B, L]: which keys are real tokens; [B, L, L]: which keys each query may see (packed rows, whose
+    # utterances see only themselves: ``encoders.packing.attention_mask``)
+    key_is_pad = (attention_mask[:, None, :, :] if attention_mask.ndim == 3 else attention_mask[:, None, None, :]) == 0
     logits = jnp.where(key_is_pad, jnp.finfo(jnp.float32).min, logits)
     probs = jax.nn.softmax(logits, axis=-1)
     probs = nn.Dropout(cfg.attention_dropout)(probs, deterministic=deterministic)
@@ -249,6 +256,8 @@ class TransformerEncoder(nn.Module):
 
   ``dtype`` is the compute dtype (``jnp.bfloat16`` for bf16 compute); params stay float32. Attention
   logits and softmax are always float32. Pass ``deterministic=False`` and a ``'dropout'`` rng to train.
+  ``attention_mask`` is [B, L] (real tokens) or, for packed rows, [B, L, L] with explicit ``position_ids``
+  (``encoders.packing``).
   ``adapter_size > 0`` adds a bottleneck adapter to every layer (module docstring).
   """
 
@@ -257,9 +266,10 @@ class TransformerEncoder(nn.Module):
   adapter_size: int = 0
 
   @nn.compact
-  def __call__(self, input_ids, attention_mask, token_type_ids=None, deterministic: bool = True):
+  def __call__(self, input_ids, attention_mask, token_type_ids=None, deterministic: bool = True,
+               position_ids=None):
     x = Embeddings(self.cfg, self.dtype, name="embeddings")(
-        input_ids, attention_mask, token_type_ids, deterministic)
+        input_ids, attention_mask, token_type_ids, deterministic, position_ids)
     for i in range(self.cfg.num_layers):
       x = TransformerLayer(self.cfg, self.dtype, self.adapter_size, name=f"layer_{i}")(x, attention_mask,
                                                                                       deterministic)

@@ -25,7 +25,7 @@ from fewshot_nlu import config_checks
 from fewshot_nlu.data import batching, splits
 from fewshot_nlu.data.intent_folder import IntentSplit
 from fewshot_nlu.data.stream import EpochStream
-from fewshot_nlu.encoders import pooling, pretrained, transformer
+from fewshot_nlu.encoders import packing, pretrained, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation import knn
@@ -38,29 +38,28 @@ log = logging.getLogger(__name__)
 
 def validate(config: ml_collections.ConfigDict) -> None:
   train_run.validate_common(config)
+  train_run.validate_packing(config)
 
 
 def make_loss_fn(cfg: transformer.EncoderConfig, config: ml_collections.ConfigDict):
-  module = transformer.TransformerEncoder(cfg, DTYPES[config.model.dtype])
-  pool = pooling.get_pooler(config.model.pooling)
-
-  def embed(params, ids, mask, rng):
-    hidden = module.apply({"params": params}, ids, mask, deterministic=False, rngs={"dropout": rng})
-    return pool(hidden, mask)
+  dtype = DTYPES[config.model.dtype]
 
   def loss_fn(params, batch, rng):
     anchor_rng, positive_rng = jax.random.split(rng)
-    anchors = embed(params, batch["anchor_ids"], batch["anchor_mask"], anchor_rng)
-    positives = embed(params, batch["positive_ids"], batch["positive_mask"], positive_rng)
-    loss = mneg_loss(anchors, positives, batch["valid"], batch["label"], scale=config.loss.scale,
-                     exclude_positive=config.loss.exclude_positive)
+    def side(name, side_rng):  # padded or packed (``train.packing``)
+      return packing.encode_side(cfg, params, batch, name, num_items=batch["valid"].shape[0],
+                                 pool=config.model.pooling, dtype=dtype, deterministic=False, rng=side_rng)
+    loss = mneg_loss(side("anchor", anchor_rng), side("positive", positive_rng), batch["valid"], batch["label"],
+                     scale=config.loss.scale, exclude_positive=config.loss.exclude_positive)
     return loss, {}
 
   return loss_fn
 
 
-def make_batcher(split: IntentSplit, label_ids: dict[str, int], tokenizer, max_length: int, seed: int):
-  """``make_batch(indices, epoch, batch_size)`` for ``EpochStream``: anchors + same-intent partners."""
+def make_batcher(split: IntentSplit, label_ids: dict[str, int], tokenizer, max_length: int, seed: int,
+                 pack_length: int = 0, row_multiple: int = 1):
+  """``make_batch(indices, epoch, batch_size)`` for ``EpochStream``: anchors + same-intent partners, both padded
+  to one bucket, or each side packed (``pack_length``, ``batching.batch_side``)."""
   token_ids = tokenizer.encode(split.texts, max_length)
   labels = np.array([label_ids[l] for l in split.labels], np.int32)
   by_label = {l: np.flatnonzero(labels == l) for l in np.unique(labels)}
@@ -74,16 +73,22 @@ def make_batcher(split: IntentSplit, label_ids: dict[str, int], tokenizer, max_l
       partners.append(int(rng.choice(others)) if len(others) else int(i))
     anchor_tokens = [token_ids[i] for i in indices]
     partner_tokens = [token_ids[j] for j in partners]
-    length = batching.bucket_for(max(len(t) for t in anchor_tokens + partner_tokens), buckets)
-    anchor = batching.pad_token_ids(anchor_tokens, length, tokenizer.pad_id, batch_size)
-    positive = batching.pad_token_ids(partner_tokens, length, tokenizer.pad_id, batch_size)
     valid = np.zeros(batch_size, bool)
     valid[: len(indices)] = True
     label = np.full(batch_size, -1, np.int32)
     label[: len(indices)] = labels[indices]
-    return {"anchor_ids": anchor["input_ids"], "anchor_mask": anchor["attention_mask"],
-            "positive_ids": positive["input_ids"], "positive_mask": positive["attention_mask"],
-            "valid": valid, "label": label}
+    batch = {"valid": valid, "label": label}
+    if pack_length:
+      for name, tokens in (("anchor", anchor_tokens), ("positive", partner_tokens)):
+        batch.update(batching.batch_side(name, tokens, buckets, tokenizer.pad_id, batch_size, pack_length,
+                                         row_multiple))
+      return batch
+    length = batching.bucket_for(max(len(t) for t in anchor_tokens + partner_tokens), buckets)
+    anchor = batching.pad_token_ids(anchor_tokens, length, tokenizer.pad_id, batch_size)
+    positive = batching.pad_token_ids(partner_tokens, length, tokenizer.pad_id, batch_size)
+    batch.update(anchor_ids=anchor["input_ids"], anchor_mask=anchor["attention_mask"],
+                 positive_ids=positive["input_ids"], positive_mask=positive["attention_mask"])
+    return batch
 
   return make_batch
 
@@ -100,7 +105,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   mesh, host_batch = train_run.mesh_and_host_batch(config)
   stream = EpochStream(len(train_split.texts), host_batch,
                        make_batcher(train_split, label_ids, model.tokenizer, config.model.max_length,
-                                    config.seed), seed=config.seed + jax.process_index())
+                                    config.seed, *train_run.packing_layout(config, mesh)),
+                       seed=config.seed + jax.process_index())
   writer = MetricWriter(workdir)
   params, steps = train_run.train(config, workdir, model.params, transformer.logical_axes(model.config),
                                   make_loss_fn(model.config, config), stream, mesh, writer)

@@ -8,6 +8,7 @@ run reports and writes them (``workdirs.write_results``, the one writer of ``res
 from __future__ import annotations
 
 import logging
+import math
 import pathlib
 from typing import Any
 
@@ -37,6 +38,35 @@ def validate_training(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "train.decay", optimizer.DECAYS)
   config_checks.require_choice(config, "model.pooling", tuple(pooling.POOLERS))
   config_checks.require_choice(config, "model.dtype", tuple(DTYPES))
+
+
+def validate_frozen_prefix(config: ml_collections.ConfigDict) -> None:
+  """``train.frozen_prefix_layers`` (``encoders.frozen_prefix``): -1 (off) or >= 0 layers frozen with the
+  embeddings (the encoder's own depth is checked when it is loaded)."""
+  layers = config.train.frozen_prefix_layers
+  if layers < -1:
+    raise config_checks.ConfigError(f"config.train.frozen_prefix_layers: {layers} must be -1 (off) or >= 0")
+
+
+def validate_packing(config: ml_collections.ConfigDict) -> None:
+  """``train.packing`` (``encoders.packing``) pools by the mean of each utterance's tokens."""
+  if config.train.packing and config.model.pooling != "mean":
+    raise config_checks.ConfigError(
+        f"config.train.packing: packed rows are mean-pooled, but config.model.pooling is {config.model.pooling!r}")
+
+
+PACKED_ROW_MULTIPLE = 4  # packed batches have a multiple of this many rows (a few shapes to compile)
+
+
+def packing_layout(config: ml_collections.ConfigDict, mesh) -> tuple[int, int]:
+  """``(pack_length, row_multiple)`` for ``batching.batch_side``: rows of ``model.max_length`` tokens, a multiple
+  of 4 (and of the data-parallel devices) rows, with ``train.packing``; ``(0, 1)`` (padded) without."""
+  if not config.train.packing:
+    return 0, 1
+  if jax.process_count() > 1:
+    raise NotImplementedError("config.train.packing packs each host's batch on its own, so processes could build "
+                              "different row counts; multi-process runs need it False")
+  return config.model.max_length, math.lcm(PACKED_ROW_MULTIPLE, sharding.data_parallel_size(mesh))
 
 
 def validate_common(config: ml_collections.ConfigDict):

@@ -12,6 +12,7 @@ adapters for C-ADAPT, the projection, SMAX's pair classifier); ``load_encoder`` 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -22,10 +23,11 @@ from jax.sharding import PartitionSpec as P
 from fewshot_nlu import config_checks, sharding
 from fewshot_nlu.data import batching, samplers
 from fewshot_nlu.data.stream import EpochStream
-from fewshot_nlu.encoders import adapters, pooling, pretrained, transformer
+from fewshot_nlu.encoders import adapters, frozen_prefix, packing, pretrained, transformer
 from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.losses import pairs as pair_losses
+from fewshot_nlu.train import run as train_run
 
 log = logging.getLogger(__name__)
 
@@ -42,21 +44,37 @@ def validate_length_groups(config: ml_collections.ConfigDict) -> None:
         f"config.train.batch_size={config.train.batch_size}")
 
 
+def validate_frozen_prefix(config: ml_collections.ConfigDict) -> None:
+  """``train.frozen_prefix_layers``: -1 (off) or a prefix of the encoder's layers; not with adapters."""
+  train_run.validate_frozen_prefix(config)
+  train_run.validate_packing(config)
+  if config.train.frozen_prefix_layers >= 0 and config.stage2.get("mode", "fft") == "adapter":
+    raise config_checks.ConfigError(
+        "config.train.frozen_prefix_layers: adapter training (stage2.mode=adapter) puts fresh adapters in every "
+        "layer, so no prefix is frozen; set it to -1")
+
+
+def freeze_prefix(params: dict, axes: dict, model: pretrained.Pretrained, config) -> tuple[dict, dict, Any]:
+  """``frozen_prefix.freeze`` with ``train.frozen_prefix_layers``: (params, axes, cache or None)."""
+  return frozen_prefix.freeze(params, axes, model.config, config.train.frozen_prefix_layers,
+                              pad_id=model.tokenizer.pad_id, max_length=config.model.max_length,
+                              dtype=DTYPES[config.model.dtype], batch_size=config.eval.batch_size)
+
+
 # ---------------------------------------------------------------------------------------------- the loss
 
 def embed_fn(cfg: transformer.EncoderConfig, config: ml_collections.ConfigDict):
-  """``embed(params, ids, mask, rng)``: encoder (dropout on) -> pooling -> down-projection if present. With
+  """``embed(params, batch, side, rng, num_items)``: the vectors of one side of ``batch`` as
+  ``batching.batch_side`` lays it out (token ids or a frozen prefix's cached states, padded or packed several to a
+  row; ``encoders.packing.encode_side``): encoder (dropout on) -> pooling -> down-projection if present. With
   ``stage2.mode = "adapter"`` (Multi-ConvFiT's C-ADAPT) gradients reach only the encoder's adapters."""
   dtype = DTYPES[config.model.dtype]
-  pool = pooling.get_pooler(config.model.pooling)
-
   adapter_only = config.stage2.get("mode", "fft") == "adapter"
 
-  def embed(params, ids, mask, rng):
+  def embed(params, batch, side, rng, num_items: int):
     encoder_params = adapters.freeze_base(params["encoder"]) if adapter_only else params["encoder"]
-    module = transformer.encoder_for(cfg, encoder_params, dtype)
-    hidden = module.apply({"params": encoder_params}, ids, mask, deterministic=False, rngs={"dropout": rng})
-    vectors = pool(hidden, mask)
+    vectors = packing.encode_side(cfg, encoder_params, batch, side, num_items=num_items, pool=config.model.pooling,
+                                  dtype=dtype, deterministic=False, rng=rng)
     return projection_head.apply(params["projection"], vectors) if "projection" in params else vectors
 
   return embed
@@ -78,14 +96,17 @@ def make_loss_fn(cfg: transformer.EncoderConfig, config: ml_collections.ConfigDi
 
   def paper_loss(params, batch, rng):
     first_rng, second_rng = jax.random.split(rng)
-    a = embed(params, batch["first_ids"], batch["first_mask"], first_rng)
-    b = embed(params, batch["second_ids"], batch["second_mask"], second_rng)
+    items = batch["valid"].shape[0]
+    a = embed(params, batch, "first", first_rng, items)
+    b = embed(params, batch, "second", second_rng, items)
     return pair_loss(params, a, b, batch["positive"], batch["valid"]), {}
 
   def fast_loss(params, batch, rng):
-    groups = sorted({k.rsplit("_", 1)[1] for k in batch if k.startswith("ids_")}, key=int)
-    vectors = jnp.concatenate([embed(params, batch[f"ids_{g}"], batch[f"mask_{g}"], jax.random.fold_in(rng, int(g)))
-                               for g in groups])
+    if "packed_owner" in batch:
+      vectors = embed(params, batch, "packed", rng, batch["valid"].shape[0])
+    else:
+      vectors = jnp.concatenate([embed(params, batch, f"group{g}", jax.random.fold_in(rng, g),
+                                       batch[f"group{g}_mask"].shape[0]) for g in length_groups(batch)])
     first, second = all_pairs(vectors.shape[0])
     positive = in_batch_positive(batch, first, second)
     valid = batch["valid"][first] & batch["valid"][second]
@@ -93,6 +114,11 @@ def make_loss_fn(cfg: transformer.EncoderConfig, config: ml_collections.ConfigDi
         "positive_pairs": jnp.sum(positive & valid).astype(jnp.float32)}
 
   return fast_loss if config.stage2.sampling == "fast" else paper_loss
+
+
+def length_groups(batch: dict) -> list[int]:
+  """The length groups of an unpacked all-pairs batch (sides ``group<g>``), in row order."""
+  return sorted(int(k[len("group"):].split("_")[0]) for k in batch if k.startswith("group") and k.endswith("_mask"))
 
 
 def in_batch_positive(batch: dict, first, second) -> jax.Array:
@@ -116,42 +142,54 @@ def _valid(n: int, batch_size: int) -> np.ndarray:
 
 
 def in_batch_stream(texts, fields: dict[str, np.ndarray], tokenizer, config, host_batch: int, mesh,
-                    plan=None) -> EpochStream:
-  """Batches of utterances for the all-pairs loss: each batch's token ids in ``stage2.length_groups``
-  length-sorted sub-batches (``ids_<g>`` / ``mask_<g>``), ``valid``, and each of ``fields`` (per-utterance
-  arrays: ``label`` or ``label_sets``) in the same row order. ``plan``: a batch plan (default: shuffled)."""
+                    plan=None, cache: frozen_prefix.PrefixCache | None = None) -> EpochStream:
+  """Batches of utterances for the all-pairs loss: each batch's token ids (or with ``cache`` their frozen
+  prefix's states) in ``stage2.length_groups`` length-sorted sub-batches (sides ``group<g>``) or, with
+  ``train.packing``, packed several to a row (side ``packed``, ``batching.batch_side``), ``valid``,
+  and each of ``fields`` (per-utterance arrays: ``label`` or ``label_sets``) in the same row order. ``plan``: a
+  batch plan (default: shuffled)."""
   groups = config.stage2.length_groups
-  if (config.train.batch_size // groups) % sharding.data_parallel_size(mesh):
+  parallel = sharding.data_parallel_size(mesh)
+  if (config.train.batch_size // groups) % parallel:
     raise config_checks.ConfigError(
         f"config.stage2.length_groups: {groups} groups of {config.train.batch_size // groups} rows do not split "
-        f"over the {sharding.data_parallel_size(mesh)} data-parallel devices of mesh {dict(mesh.shape)}")
-  token_ids = tokenizer.encode(texts, config.model.max_length)
+        f"over the {parallel} data-parallel devices of mesh {dict(mesh.shape)}")
+  token_ids = frozen_prefix.cached_or_ids(tokenizer.encode(texts, config.model.max_length), cache)
   buckets = batching.length_buckets(config.model.max_length)
+  pack_length, row_multiple = train_run.packing_layout(config, mesh)
 
   def make_batch(indices, epoch, batch_size):
-    order, padded = batching.pad_in_length_groups([token_ids[i] for i in indices], groups, buckets,
-                                                  tokenizer.pad_id, batch_size)
-    batch = {"valid": _valid(len(indices), batch_size)}
+    rows = [token_ids[i] for i in indices]
+    if pack_length:  # items keep the plan's order; several share a row
+      order = np.arange(len(indices))
+      sides = batching.batch_side("packed", rows, buckets, tokenizer.pad_id, batch_size, pack_length, row_multiple)
+    else:
+      order, parts = batching.pad_in_length_groups(rows, groups, buckets, tokenizer.pad_id, batch_size)
+      sides = {}
+      for g, part in enumerate(parts):
+        sides.update({f"group{g}_ids": part["input_ids"], f"group{g}_mask": part["attention_mask"]})
+    batch = {"valid": _valid(len(indices), batch_size), **sides}
     for name, values in fields.items():
       column = np.zeros((batch_size, *values.shape[1:]), values.dtype)
       column[: len(indices)] = values[np.asarray(indices)[order]]
       batch[name] = column
-    for g, part in enumerate(padded):
-      batch[f"ids_{g}"], batch[f"mask_{g}"] = part["input_ids"], part["attention_mask"]
     return batch
 
   return EpochStream(len(texts), host_batch, make_batch, seed=config.seed, plan=plan)
 
 
-def paper_stream(texts, pairs: samplers.Pairs, tokenizer, config, host_batch: int) -> EpochStream:
-  """Batches of ``train.batch_size`` pairs (indices into ``texts``), each side padded to its own bucket."""
-  token_ids = tokenizer.encode(texts, config.model.max_length)
+def paper_stream(texts, pairs: samplers.Pairs, tokenizer, config, host_batch: int, mesh,
+                 cache: frozen_prefix.PrefixCache | None = None) -> EpochStream:
+  """Batches of ``train.batch_size`` pairs (indices into ``texts``), each side padded to its own bucket or packed
+  (``train.packing``): token ids, or with ``cache`` their frozen prefix's states."""
+  token_ids = frozen_prefix.cached_or_ids(tokenizer.encode(texts, config.model.max_length), cache)
   log.info("paper sampling: %d positive + %d negative pairs", pairs.positive.sum(), (~pairs.positive).sum())
   buckets = batching.length_buckets(config.model.max_length)
   first = [token_ids[i] for i in pairs.first]
   second = [token_ids[i] for i in pairs.second]
+  pack_length, row_multiple = train_run.packing_layout(config, mesh)
   make_batch = batching.padded_batcher({"first": (first, buckets), "second": (second, buckets)},
-                                       tokenizer.pad_id, {"positive": pairs.positive})
+                                       tokenizer.pad_id, {"positive": pairs.positive}, pack_length, row_multiple)
   return EpochStream(len(pairs), host_batch, make_batch, seed=config.seed)
 
 

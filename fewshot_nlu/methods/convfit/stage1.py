@@ -34,7 +34,7 @@ from fewshot_nlu import config_checks, sharding, workdirs
 from fewshot_nlu.data import batching, builders, splits
 from fewshot_nlu.data.builders import base
 from fewshot_nlu.data.stream import EpochStream
-from fewshot_nlu.encoders import pooling, pretrained, transformer
+from fewshot_nlu.encoders import packing, pooling, pretrained, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation.response_selection import response_selection
@@ -56,6 +56,10 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if config.train.max_steps < 0 or config.loss.cache_chunks < 0 or config.eval.max_pairs < 0:
     raise config_checks.ConfigError("config.train.max_steps, config.loss.cache_chunks and config.eval.max_pairs "
                                     "must be >= 0")
+  train_run.validate_packing(config)
+  if config.loss.cache_chunks and config.train.packing:
+    raise config_checks.ConfigError("config.train.packing: gradient caching (config.loss.cache_chunks) cuts the "
+                                    "batch into chunks of rows, which packed rows do not align with")
   if config.loss.cache_chunks and config.train.batch_size % config.loss.cache_chunks:
     raise config_checks.ConfigError(f"config.loss.cache_chunks: {config.loss.cache_chunks} does not divide "
                                     f"config.train.batch_size={config.train.batch_size}")
@@ -79,10 +83,11 @@ def _builder(config):
 
 def make_loss(cfg: transformer.EncoderConfig, config):
   """(loss_fn, grads_fn): plain MNEG over the global batch, or its gradient-cached form."""
-  module = transformer.TransformerEncoder(cfg, DTYPES[config.model.dtype])
+  dtype = DTYPES[config.model.dtype]
+  module = transformer.TransformerEncoder(cfg, dtype)
   pool = pooling.get_pooler(config.model.pooling)
 
-  def embed(params, chunk, rng):
+  def embed(params, chunk, rng):  # the gradient-cached path's chunks (padded, never packed)
     hidden = module.apply({"params": params}, chunk["ids"], chunk["mask"], deterministic=False,
                           rngs={"dropout": rng})
     return pool(hidden, chunk["mask"])
@@ -92,9 +97,11 @@ def make_loss(cfg: transformer.EncoderConfig, config):
             {"ids": batch["response_ids"], "mask": batch["response_mask"]})
 
   def loss_fn(params, batch, rng):
-    contexts, responses = sides(batch)
     context_rng, response_rng = jax.random.split(rng)
-    loss = mneg_loss(embed(params, contexts, context_rng), embed(params, responses, response_rng), batch["valid"],
+    def side(name, side_rng):  # padded or packed (``train.packing``)
+      return packing.encode_side(cfg, params, batch, name, num_items=batch["valid"].shape[0],
+                                 pool=config.model.pooling, dtype=dtype, deterministic=False, rng=side_rng)
+    loss = mneg_loss(side("context", context_rng), side("response", response_rng), batch["valid"],
                      scale=config.loss.scale, exclude_positive=config.loss.exclude_positive)
     return loss, {}
 
@@ -123,7 +130,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path | workdirs.epat
   buckets = batching.length_buckets(config.model.max_length)
   stream = EpochStream(len(contexts), host_batch,
                        batching.pair_batcher(tok.encode(contexts, config.model.max_length),
-                                    tok.encode(responses, config.model.max_length), buckets, tok.pad_id),
+                                             tok.encode(responses, config.model.max_length), buckets, tok.pad_id,
+                                             *train_run.packing_layout(config, mesh)),
                        seed=config.seed)
   writer = MetricWriter(workdir)
   loss_fn, grads_fn = make_loss(model.config, config)

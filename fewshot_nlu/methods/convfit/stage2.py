@@ -37,6 +37,7 @@ from fewshot_nlu import config_checks
 from fewshot_nlu.data import samplers, splits
 from fewshot_nlu.data.intent_folder import IntentSplit
 from fewshot_nlu.data.stream import EpochStream
+from fewshot_nlu.encoders import frozen_prefix
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation import knn
@@ -66,12 +67,14 @@ def validate(config: ml_collections.ConfigDict) -> None:
           f"config.stage2.examples_per_class: {config.stage2.examples_per_class} does not divide "
           f"config.train.batch_size={config.train.batch_size} (fast sampling fills batches with P intents x K "
           "utterances)")
+  specialisation.validate_frozen_prefix(config)
   splits.require_splits(config, builder, "eval.extra_pool_splits", config.eval.extra_pool_splits)
 
 
 # --------------------------------------------------------------------------------------------- batches
 
-def fast_stream(split: IntentSplit, label_ids: dict, tokenizer, config, host_batch: int, mesh) -> EpochStream:
+def fast_stream(split: IntentSplit, label_ids: dict, tokenizer, config, host_batch: int, mesh,
+                cache=None) -> EpochStream:
   """P intents x K utterances per batch (``samplers.ClassBalancedBatches``), for the all-pairs loss."""
   labels = np.array([label_ids[l] for l in split.labels], np.int32)
   k = config.stage2.examples_per_class
@@ -81,7 +84,8 @@ def fast_stream(split: IntentSplit, label_ids: dict, tokenizer, config, host_bat
         f"config.stage2.examples_per_class: batches of {host_batch} with K={k} hold P={p} intents, but fast "
         f"sampling needs 2 <= P <= {len(label_ids)} (the intents of {split.source})")
   plan = samplers.ClassBalancedBatches(tuple(int(l) for l in labels), p, k, seed=config.seed)
-  return specialisation.in_batch_stream(split.texts, {"label": labels}, tokenizer, config, host_batch, mesh, plan)
+  return specialisation.in_batch_stream(split.texts, {"label": labels}, tokenizer, config, host_batch, mesh, plan,
+                                        cache)
 
 
 # ------------------------------------------------------------------------------------------------- run
@@ -105,17 +109,20 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     results["accuracy_before_training"] = untouched["accuracy"]
   params = {"encoder": model.params}
   if config.stage2.enabled:
+    start = time.perf_counter()
     params, axes = specialisation.stage2_params(model.params, model.config, config)
+    params, axes, cache = specialisation.freeze_prefix(params, axes, model, config)
     mesh, host_batch = train_run.mesh_and_host_batch(config)
     label_ids = {l: i for i, l in enumerate(train_split.label_names)}
     if config.stage2.sampling == "fast":
-      stream = fast_stream(train_split, label_ids, model.tokenizer, config, host_batch, mesh)
+      stream = fast_stream(train_split, label_ids, model.tokenizer, config, host_batch, mesh, cache)
     else:
       pairs = samplers.convfit_pairs(train_split.labels, config.stage2.negatives, seed=config.seed)
-      stream = specialisation.paper_stream(train_split.texts, pairs, model.tokenizer, config, host_batch)
-    start = time.perf_counter()
+      stream = specialisation.paper_stream(train_split.texts, pairs, model.tokenizer, config, host_batch, mesh,
+                                           cache)
     loss_fn = specialisation.make_loss_fn(model.config, config)
     params, steps = train_run.train(config, workdir, params, axes, loss_fn, stream, mesh, writer)
+    params = frozen_prefix.thaw(params, cache)
     timings["stage2_seconds"] = time.perf_counter() - start
     per_step = config.train.batch_size * (1 if config.stage2.sampling == "fast" else 2)
     results["encoder_passes"] = steps * per_step

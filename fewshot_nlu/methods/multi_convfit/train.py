@@ -45,7 +45,7 @@ from fewshot_nlu import config_checks
 from fewshot_nlu.data import samplers, splits
 from fewshot_nlu.data.builders import nlupp
 from fewshot_nlu.data.intent_folder import LabelSetSplit
-from fewshot_nlu.encoders import adapters
+from fewshot_nlu.encoders import adapters, frozen_prefix
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.heads import mlp as mlp_head
@@ -98,6 +98,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if config.classifier.calibrate and config.classifier.calibration_folds < 2:
     raise config_checks.ConfigError("config.classifier.calibration_folds must be >= 2")
   specialisation.validate_length_groups(config)
+  specialisation.validate_frozen_prefix(config)
 
 
 def read_data(config) -> tuple[LabelSetSplit, LabelSetSplit]:
@@ -119,21 +120,24 @@ def specialise(config, model, train: LabelSetSplit, labels: list[str], workdir: 
   if config.stage2.mode == "adapter":
     run_config.train.trainable = (ADAPTER_PARAMS,)
     run_config.train.frozen = ()
+  start = time.perf_counter()
   params, axes = specialisation.stage2_params(model.params, model.config, run_config)
+  params, axes, cache = specialisation.freeze_prefix(params, axes, model, run_config)
   mesh, host_batch = train_run.mesh_and_host_batch(run_config)
   if config.stage2.sampling == "fast":
     run_config.train.epochs = config.train.epochs * config.stage2.fast_epochs_factor
     stream = specialisation.in_batch_stream(train.texts, {"label_sets": multilabel.multi_hot(train.label_sets, labels)},
-                                            model.tokenizer, run_config, host_batch, mesh)
+                                            model.tokenizer, run_config, host_batch, mesh, cache=cache)
     passes_per_step = config.train.batch_size
   else:
     pairs = samplers.multilabel_pairs(train.label_sets, config.stage2.negatives, seed=config.seed,
                                       keep_positive_fraction=config.stage2.keep_positive_fraction)
-    stream = specialisation.paper_stream(train.texts, pairs, model.tokenizer, run_config, host_batch)
+    stream = specialisation.paper_stream(train.texts, pairs, model.tokenizer, run_config, host_batch, mesh,
+                                         cache)
     passes_per_step = 2 * config.train.batch_size
-  start = time.perf_counter()
   loss_fn = specialisation.make_loss_fn(model.config, run_config)
   params, steps = train_run.train(run_config, workdir, params, axes, loss_fn, stream, mesh, writer)
+  params = frozen_prefix.thaw(params, cache)
   figures = {"specialisation_seconds": time.perf_counter() - start, "encoder_passes": steps * passes_per_step}
   if config.stage2.mode == "adapter":
     base = adapters.split(params["encoder"])[0]

@@ -32,7 +32,7 @@ from fewshot_nlu import config_checks, sharding
 from fewshot_nlu.data import batching
 from fewshot_nlu.data.samplers import PerLabelBatches
 from fewshot_nlu.data.stream import EpochStream
-from fewshot_nlu.encoders import pooling, pretrained, transformer
+from fewshot_nlu.encoders import frozen_prefix, pooling, pretrained, transformer
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.methods.retriever.losses import REDUCTIONS, batch_softmax_loss
 from fewshot_nlu.methods.retriever.spans import labelled_spans, pieces_ok
@@ -87,6 +87,7 @@ def utterance_items(tokenizer, texts: Sequence[str], labels: Sequence[str], max_
 
 def validate(config: ml_collections.ConfigDict) -> None:
   train_run.validate_training(config)
+  train_run.validate_frozen_prefix(config)
   r = config.retriever
   config_checks.require_choice(config, "retriever.reduction", REDUCTIONS)
   config_checks.require_positive(config, "retriever.per_label_batch")
@@ -99,12 +100,12 @@ def validate(config: ml_collections.ConfigDict) -> None:
 
 def make_loss_fn(cfg: transformer.EncoderConfig, config, num_labels: int, span: bool):
   """Batch-softmax loss of the encoder's span vectors (``span``: first+last pieces) or [CLS] vectors."""
-  module = transformer.TransformerEncoder(cfg, DTYPES[config.model.dtype])
+  dtype = DTYPES[config.model.dtype]
   reduction = config.retriever.reduction
 
   def loss_fn(params, batch, rng):
-    hidden = module.apply({"params": params["encoder"]}, batch["text_ids"], batch["text_mask"],
-                          deterministic=False, rngs={"dropout": rng})
+    hidden = frozen_prefix.encode_tokens(cfg, params["encoder"], batch["text_ids"], batch["text_mask"], dtype=dtype,
+                                         deterministic=False, rng=rng)
     if span:
       z = pooling.span_first_last(hidden, batch["first"][:, None], batch["last"][:, None])[:, 0]
     else:
@@ -116,11 +117,14 @@ def make_loss_fn(cfg: transformer.EncoderConfig, config, num_labels: int, span: 
   return loss_fn
 
 
-def item_stream(items: SpanItems, config, global_batch: int, pad_id: int) -> EpochStream:
-  """Per-label batches (B of every label) of ``items``: ``text_ids/_mask``, ``first``, ``last``, ``label``."""
+def item_stream(items: SpanItems, config, global_batch: int, pad_id: int,
+                cache: frozen_prefix.PrefixCache | None = None) -> EpochStream:
+  """Per-label batches (B of every label) of ``items``: ``text_ids/_mask`` (token ids, or with ``cache`` their
+  frozen prefix's states), ``first``, ``last``, ``label``."""
   plan = PerLabelBatches(tuple(int(i) for i in items.label_ids), config.retriever.per_label_batch,
                          seed=config.seed)
-  sides = {"text": (items.token_ids, batching.length_buckets(config.model.max_length))}
+  tokens = frozen_prefix.cached_or_ids(items.token_ids, cache)
+  sides = {"text": (tokens, batching.length_buckets(config.model.max_length))}
   fields = {"first": items.first, "last": items.last, "label": items.label_ids}
   return EpochStream(len(items), global_batch, batching.padded_batcher(sides, pad_id, fields), seed=config.seed,
                      plan=plan)
@@ -150,15 +154,18 @@ def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: Sp
   batch = global_batch_size(num_labels, config.retriever.per_label_batch, mesh)
   cfg = ml_collections.ConfigDict(config.to_dict())
   cfg.train.batch_size = batch
-  stream = item_stream(items, cfg, batch, model.tokenizer.pad_id)
   params = {"encoder": model.params}
   axes = {"encoder": transformer.logical_axes(model.config)}
+  params, axes, cache = frozen_prefix.freeze(params, axes, model.config, config.train.frozen_prefix_layers,
+                                             pad_id=model.tokenizer.pad_id, max_length=config.model.max_length,
+                                             dtype=DTYPES[config.model.dtype], batch_size=config.eval.batch_size)
+  stream = item_stream(items, cfg, batch, model.tokenizer.pad_id, cache)
   writer = MetricWriter(workdir)
   best = read_best(workdir) or {"score": -math.inf, "step": None, "details": None}
   evaluations_since_best = [0]
 
   def callback(step, state):
-    encoder = jax.device_get(state.params["encoder"])
+    encoder = frozen_prefix.thaw({"encoder": jax.device_get(state.params["encoder"])}, cache)["encoder"]
     score, details = evaluate(encoder)
     writer.write(step, {"dev_score": score}, prefix="eval/")
     if score > best["score"]:
@@ -180,6 +187,6 @@ def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: Sp
   writer.close()
   record = {"steps": steps, "labels": num_labels, "items": len(items), "global_batch": batch}
   if evaluate is None:
-    return trained["encoder"], record
+    return frozen_prefix.thaw(trained, cache)["encoder"], record
   record.update(best_step=best["step"], best_dev_score=round(best["score"], 2), best_details=best["details"])
   return pretrained.load_pretrained(str(workdir / BEST)).params, record
