@@ -5,6 +5,11 @@ decay; 10 / 5 / 2 epochs and n = 3 / 3 / 1 negatives for 10-shot / 30-shot / ful
 0.8 / 0.3; k = 1 nearest neighbour. Deviation (measured in bench/results/convfit.md): ``stage2.sampling`` defaults
 to "fast" (P x K batches, all in-batch pairs) instead of the paper's pair lists ("paper").
 
+Throughput (not in the paper; measured in bench/results/convfit.md): ``train.packing`` packs the utterances of a
+batch several to a row (block-diagonal attention; the model's outputs are unchanged) and
+``train.frozen_prefix_layers`` = N freezes the embeddings and the lower N layers, computes their output once per
+utterance and trains only the layers above (-1: the whole encoder trains, as in the paper).
+
 Variants (Table 2): --config.stage2.loss=cos|smax, --config.stage2.enabled=False (LM / LM+S1 without S2),
 --config.classifier.kind=mlp (Casanueva et al. 2020 MLP on frozen encodings), --config.model.init=random (RAND),
 --config.model.name=runs/stage1/export (LM+S1+S2, after configs/convfit_stage1.py).
