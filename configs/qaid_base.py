@@ -27,6 +27,9 @@ def add_qaid_fields(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
   config.train.learning_rate = 1e-5
   config.train.max_steps = 0  # > 0 caps the run (benchmarks on CPU)
   config.train.save_every = 100
+  config.train.frozen_prefix_layers = -1  # >= 0: freeze embeddings + this many layers (run, not cached)
+  config.eval.dev_split = ""  # e.g. "valid": accuracy on it at step 0 and every eval.dev_every steps (recorded only)
+  config.eval.dev_every = 20
 
   q = config.qaid = ml_collections.ConfigDict()
   q.stage = "finetune"  # "pretrain" | "finetune"
@@ -34,7 +37,8 @@ def add_qaid_fields(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
   q.similarity = "late_interaction"  # | "cosine" (pooled vector)
   q.augment = True  # BERT masking + dropout, two views per text
   q.mask_rate = 0.15
-  q.projection_dim = 128  # D_P
+  q.projection_dim = 128  # D_P; 0 = the encoder's width
+  q.projection_init = "warm"  # "warm": from the encoder's token vectors (qaid.warm_start) | "random" (paper)
   q.query_length = 32  # m
   q.answer_length = 32
   q.temperature = 0.07

@@ -158,6 +158,29 @@ def thaw(params: dict, cache: PrefixCache | None) -> dict:
   return params if cache is None else {**params, "encoder": merge(jax.device_get(cache.frozen), params["encoder"])}
 
 
+def frozen_param_patterns(cfg: transformer.EncoderConfig, layers: int, root: str = "encoder") -> tuple[str, ...]:
+  """The prefix's params under ``root`` as ``train.frozen`` regexes (``train.optimizer.freeze_labels``): the
+  optimizer gives them zero updates and holds no state for them. Empty when ``layers < 0``."""
+  if layers < 0:
+    return ()
+  validate_layers(cfg, layers)
+  return tuple(f"{root}/{name}/.*" for name in (FROZEN, *_layer_names(cfg, 0, layers)))
+
+
+def encode_through_prefix(cfg: transformer.EncoderConfig, params: dict, input_ids: jax.Array,
+                          attention_mask: jax.Array, layers: int, *, dtype=jnp.float32, deterministic: bool = True,
+                          rng: jax.Array | None = None) -> jax.Array:
+  """Token states [B, L, H] of the whole encoder ``params`` with a frozen prefix of ``layers`` that is run, not
+  cached: for inputs that differ at every step (QAID's randomly masked views). The prefix runs without dropout
+  and without gradient (``stop_gradient``; pair it with ``frozen_param_patterns`` so the optimizer leaves it
+  alone), the layers above with dropout unless ``deterministic``. ``layers < 0``: the ordinary full forward."""
+  if layers < 0:
+    return encode_tokens(cfg, params, input_ids, attention_mask, dtype=dtype, deterministic=deterministic, rng=rng)
+  frozen, trainable = split(params, cfg, layers)
+  hidden = prefix_states(cfg, jax.lax.stop_gradient(frozen), input_ids, attention_mask, dtype)
+  return apply_layers(cfg, trainable, hidden, attention_mask, dtype=dtype, deterministic=deterministic, rng=rng)
+
+
 def cached_or_ids(token_ids: Sequence[Sequence[int]], cache: PrefixCache | None) -> Sequence[Any]:
   """What a batch should carry for ``token_ids``: the ids themselves, or their cached prefix states."""
   return token_ids if cache is None else cache.states(token_ids, show_progress=True)

@@ -1,9 +1,20 @@
 """QAID (Yehudai et al., 2023): few-shot intent detection as question-answering retrieval, intent names as answers.
 
 Representation (§2.1): z(u) = normalize(Proj(Enc(u))), every token projected to D_P = ``qaid.projection_dim``
-(128) by a linear layer; relevance = Eq. (1)'s late interaction (``late_interaction.maxsim_scores``). Queries
-are truncated at m = ``qaid.query_length`` (32) tokens; intent names at ``qaid.answer_length`` and padded to
-the longest in the batch's length bucket.
+(128; 0 = the encoder's width) by a linear layer; relevance = Eq. (1)'s late interaction
+(``late_interaction.maxsim_scores``). Queries are truncated at m = ``qaid.query_length`` (32) tokens; intent names
+at ``qaid.answer_length`` and padded to the longest in the batch's length bucket. Deviation, measured in
+bench/results/qaid.md: ``qaid.projection_init = "warm"`` (default) starts Proj from the encoder's own token
+vectors of the training texts (``warm_start.fit``: the identity at full width, their principal directions
+below it), so step 0 keeps the pretrained similarity; ``"random"`` is the paper's fresh layer.
+
+Throughput (not in the paper): ``train.frozen_prefix_layers`` = N freezes the embeddings and the lower N layers
+(no gradient, no optimizer state, no dropout there; ``frozen_prefix.encode_through_prefix``). The masked views
+change at every step, so the prefix is run, not cached.
+
+Development curve: with ``eval.dev_split`` set, the intent-name retrieval accuracy on that split is measured at
+step 0 and every ``eval.dev_every`` steps (``results.json`` ``dev_curve``, ``metrics.jsonl`` ``dev/accuracy``);
+nothing is selected by it.
 
 Augmentation (§2.1, §3.2): two views of every text, each with BERT's 80/10/10 token masking
 (``data.masking``, ``qaid.mask_rate`` = 0.15) and encoder dropout (the model's own 10%).
@@ -46,13 +57,13 @@ import numpy as np
 from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.data import batching, masking, splits
 from fewshot_nlu.data.stream import EpochStream
-from fewshot_nlu.encoders import pooling, pretrained, transformer
+from fewshot_nlu.encoders import frozen_prefix, inference, pooling, pretrained, transformer
 from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation import knn
 from fewshot_nlu.heads import mlm as mlm_head
 from fewshot_nlu.heads import mlp as mlp_head
-from fewshot_nlu.methods.qaid import late_interaction
+from fewshot_nlu.methods.qaid import late_interaction, warm_start
 from fewshot_nlu.methods.qaid.bm25 import BM25
 from fewshot_nlu.methods.qaid.losses import npairs_loss, pairwise_softmax_loss, supcon_loss
 from fewshot_nlu.methods.qaid.model import QAIDModel, intent_name, read_intent_descriptions
@@ -62,6 +73,8 @@ from fewshot_nlu.train.metrics import MetricWriter
 log = logging.getLogger(__name__)
 
 STAGES = ("pretrain", "finetune")
+PROJECTION_INITS = ("warm", "random")
+WARM_START_TEXTS = 2048  # at most this many training texts (the first, in order) fit the warm projection
 LOSSES = ("supcon", "npairs", "triplet")
 MARKER = "qaid_pretrain.json"
 
@@ -72,8 +85,13 @@ def validate(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "qaid.stage", STAGES)
   config_checks.require_choice(config, "qaid.loss", LOSSES)
   config_checks.require_choice(config, "qaid.similarity", late_interaction.SIMILARITIES)
-  config_checks.require_positive(config, "qaid.projection_dim", "qaid.query_length", "qaid.answer_length",
+  config_checks.require_choice(config, "qaid.projection_init", PROJECTION_INITS)
+  config_checks.require_positive(config, "qaid.query_length", "qaid.answer_length",
                                  "qaid.temperature", "qaid.triplets_per_query")
+  if config.qaid.projection_dim < 0:
+    raise config_checks.ConfigError(f"config.qaid.projection_dim: {config.qaid.projection_dim} must be >= 0 "
+                                    "(0: the encoder's width)")
+  train_run.validate_frozen_prefix(config)
   config_checks.require_fraction(config, "qaid.mask_rate")
   for field in ("qaid.mlm_weight", "qaid.class_weight"):
     if config_checks.get(config, field) < 0:
@@ -89,6 +107,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
       splits.prepared_builder(_dataset_config(config, dataset, config.qaid.pretrain_splits))
     return
   builder = train_run.validate_common(config)
+  if config.eval.dev_split:
+    splits.require_splits(config, builder, "eval.dev_split", [config.eval.dev_split])
+    config_checks.require_positive(config, "eval.dev_every")
   if config.qaid.intent_descriptions:
     path = pathlib.Path(config.qaid.intent_descriptions).expanduser()
     if not path.is_file():
@@ -117,19 +138,52 @@ def pretraining_texts(config) -> list[str]:
 
 # ----------------------------------------------------------------------------------------------- params
 
-def init_params(model: pretrained.Pretrained, config, num_intents: int) -> tuple[dict, dict, dict]:
-  """(params, logical axes, notes): the encoder, the projection (from a QAID pre-training export if
-  ``model.name`` is one, else fresh), the MLM head (from the checkpoint, else fresh — noted), and for
-  fine-tuning with lambda_class > 0 a fresh linear intent classifier."""
+def projection_width(model: pretrained.Pretrained, config) -> int:
+  """D_P: ``qaid.projection_dim``, or the encoder's width when it is 0."""
+  return config.qaid.projection_dim or model.config.hidden_size
+
+
+def encoder_token_vectors(model: pretrained.Pretrained, texts, max_length: int, batch_size: int) -> np.ndarray:
+  """[N, H]: the untouched encoder's output vector of every real token of ``texts`` (truncated at
+  ``max_length``), through the shared inference loop."""
+  identity = {"kernel": np.eye(model.config.hidden_size, dtype=np.float32),
+              "bias": np.zeros(model.config.hidden_size, np.float32)}
+  qaid = QAIDModel(model.config, model.params, model.tokenizer, identity, query_length=max_length,
+                   answer_length=max_length, batch_size=batch_size)
+  vectors, mask = qaid.represent(list(texts), max_length)
+  return vectors[mask.astype(bool)]
+
+
+def initial_projection(model: pretrained.Pretrained, config, texts, rng) -> tuple[dict, str]:
+  """(Proj, note): from a QAID pre-training export of the right width if ``model.name`` is one; else
+  ``warm_start.fit`` on the encoder's token vectors of ``texts`` (``qaid.projection_init = "warm"``), or a
+  fresh random layer (``"random"``, the paper's)."""
+  width = projection_width(model, config)
+  projection = projection_head.load(model.directory, file=late_interaction.PROJECTION_FILE)
+  if projection is not None and projection["kernel"].shape == (model.config.hidden_size, width):
+    return projection, f"from {model.directory}"
+  if config.qaid.projection_init == "random":
+    return (jax.device_get(projection_head.init(rng, model.config.hidden_size, width)),
+            "initialised at random (the checkpoint has no QAID projection of this size)")
+  texts = list(texts)
+  if width >= model.config.hidden_size:
+    return warm_start.fit(np.zeros((0, model.config.hidden_size)), width), (
+        "warm: the identity (the encoder's own token vectors)")
+  sample = texts[:: max(1, len(texts) // WARM_START_TEXTS)][:WARM_START_TEXTS]  # spread over all the texts
+  tokens = encoder_token_vectors(model, sample, config.qaid.query_length, config.eval.batch_size)
+  projection = warm_start.fit(tokens, width)
+  kept = warm_start.retained_fraction(tokens, projection)
+  return projection, (f"warm: the top {width} principal directions of the encoder's {len(tokens)} token vectors "
+                      f"of {len(sample)} training texts ({kept:.1%} of their squared norm kept)")
+
+
+def init_params(model: pretrained.Pretrained, config, num_intents: int, texts=()) -> tuple[dict, dict, dict]:
+  """(params, logical axes, notes): the encoder, the projection (``initial_projection``; ``texts`` fit a warm
+  one), the MLM head (from the checkpoint, else fresh — noted), and for fine-tuning with lambda_class > 0 a
+  fresh linear intent classifier."""
   rng = jax.random.key(config.seed)
   notes = {}
-  projection = projection_head.load(model.directory, file=late_interaction.PROJECTION_FILE)
-  if projection is None or projection["kernel"].shape != (model.config.hidden_size, config.qaid.projection_dim):
-    projection = jax.device_get(projection_head.init(jax.random.fold_in(rng, 1), model.config.hidden_size,
-                                                     config.qaid.projection_dim))
-    notes["projection"] = "initialised (the checkpoint has no QAID projection of this size)"
-  else:
-    notes["projection"] = f"from {model.directory}"
+  projection, notes["projection"] = initial_projection(model, config, texts, jax.random.fold_in(rng, 1))
   params = {"encoder": model.params, "projection": projection}
   axes = {"encoder": transformer.logical_axes(model.config), "projection": projection_head.logical_axes()}
   if config.qaid.mlm_weight > 0:
@@ -165,6 +219,7 @@ def make_loss_fn(cfg: transformer.EncoderConfig, tokenizer, config):
     if tokenizer.mask_id is None:
       raise config_checks.ConfigError("config.qaid.augment: the tokenizer has no mask token ([MASK] / <mask>)")
   pool = pooling.get_pooler(config.model.pooling)
+  frozen_layers = config.train.frozen_prefix_layers
 
   def mask_tokens(rng, ids, mask):
     return masking.bert_mask(rng, ids, mask, mask_id=tokenizer.mask_id, vocab_size=cfg.vocab_size,
@@ -174,8 +229,9 @@ def make_loss_fn(cfg: transformer.EncoderConfig, tokenizer, config):
     """(z, z mask, hidden, Masked or None) of one view of each row: masked + dropout when ``augment``."""
     mask_rng, dropout_rng = jax.random.split(rng)
     masked = mask_tokens(mask_rng, ids, mask) if augment else None
-    hidden = module.apply({"params": params["encoder"]}, masked.input_ids if augment else ids, mask,
-                          deterministic=not augment, rngs={"dropout": dropout_rng})
+    hidden = frozen_prefix.encode_through_prefix(cfg, params["encoder"], masked.input_ids if augment else ids,
+                                                 mask, frozen_layers, dtype=module.dtype,
+                                                 deterministic=not augment, rng=dropout_rng)
     z, z_mask = late_interaction.represent(params["projection"], hidden, mask, q.similarity, config.model.pooling)
     return z, z_mask, hidden, masked
 
@@ -184,9 +240,12 @@ def make_loss_fn(cfg: transformer.EncoderConfig, tokenizer, config):
     if q.mlm_weight <= 0:
       return jnp.zeros(())
     embeddings = params["encoder"]["embeddings"]["word_embeddings"]["embedding"]
+    if frozen_layers >= 0:  # the tied decoder is the frozen word embeddings: no gradient into them
+      embeddings = jax.lax.stop_gradient(embeddings)
     if views is None:
       masked = mask_tokens(rng, ids, mask)
-      hidden = module.apply({"params": params["encoder"]}, masked.input_ids, mask, deterministic=True)
+      hidden = frozen_prefix.encode_through_prefix(cfg, params["encoder"], masked.input_ids, mask, frozen_layers,
+                                                   dtype=module.dtype)
       views = [(hidden, masked)]
     losses = [mlm_head.mlm_loss(params["mlm"], h, m, embeddings, cfg) for h, m in views]
     return sum(losses) / len(losses)
@@ -316,6 +375,40 @@ def intent_answers(config, labels: list[str]) -> list[str]:
   return [descriptions.get(l, intent_name(l)) for l in labels]
 
 
+def retrieval_model(config, model: pretrained.Pretrained, params: dict, labels, answers) -> QAIDModel:
+  """The QAID retrieval model of ``params`` (encoder + projection) with ``answers`` indexed as the labels'."""
+  qaid = QAIDModel(model.config, params["encoder"], model.tokenizer, params["projection"],
+                   similarity=config.qaid.similarity, pooling_mode=config.model.pooling,
+                   query_length=config.qaid.query_length, answer_length=config.qaid.answer_length,
+                   match=config.qaid.match, batch_size=config.eval.batch_size, dtype=DTYPES[config.model.dtype])
+  qaid.add_answers(labels, answers)
+  return qaid
+
+
+def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, train_split, writer, curve: list):
+  """``(initial_params, callback)`` recording the accuracy on ``eval.dev_split`` at step 0 and every
+  ``eval.dev_every`` steps into ``curve`` and ``dev/accuracy``; ``(None, None)`` without a dev split."""
+  if config.qaid.stage != "finetune" or not config.eval.dev_split:
+    return None, None
+  dev = splits.read_split(config, config.eval.dev_split)
+
+  def measure(step: int, params: dict) -> None:
+    qaid = retrieval_model(config, model, params, labels, answers)
+    if config.qaid.match == "qq+qa":
+      qaid.add_examples(train_split.texts, train_split.labels)
+    predicted = [p.label for p in qaid.predict(dev.texts)]
+    accuracy = float(np.mean([p == g for p, g in zip(predicted, dev.labels)]))
+    curve.append({"step": step, "accuracy": round(accuracy, 6)})
+    writer.write(step, {"accuracy": accuracy}, prefix="dev/")
+    log.info("step %d: %s accuracy %.4f", step, config.eval.dev_split, accuracy)
+
+  def callback(step: int, state) -> bool:
+    measure(step, jax.device_get(state.params))
+    return False
+
+  return measure, callback
+
+
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   model = pretrained.load_pretrained(config.model.name)
   for field in ("qaid.query_length", "qaid.answer_length"):
@@ -330,6 +423,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     log.info("QAID pre-training on %d utterances of %s", len(texts), "+".join(config.qaid.pretrain_datasets))
     stream, labels, answers = text_stream(texts, tok, config, host_batch), [], []
     results = {"utterances": len(texts)}
+    warm_texts = texts
   else:
     train_split, eval_split = splits.read_splits(config)
     splits.warn_unseen_labels(train_split, eval_split)
@@ -340,12 +434,25 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     make = triplet_stream if config.qaid.loss == "triplet" else example_stream
     stream = make(train_split.texts, label_ids, answers, tok, config, host_batch)
     results = {"train_examples": len(train_split.texts), "intents": len(labels)}
-  params, axes, notes = init_params(model, config, len(labels))
+    warm_texts = list(train_split.texts) + answers
+  params, axes, notes = init_params(model, config, len(labels), warm_texts)
+  # a frozen prefix: the optimizer leaves the embeddings and lower layers alone (the loss stops their gradient)
+  run_config = ml_collections.ConfigDict(config.to_dict())
+  run_config.train.frozen = tuple(config.train.frozen) + frozen_prefix.frozen_param_patterns(
+      model.config, config.train.frozen_prefix_layers)
+  curve: list[dict] = []
+  measure, callback = dev_curve_callback(config, model, labels, answers,
+                                         None if config.qaid.stage == "pretrain" else train_split, writer, curve)
   start = time.perf_counter()
-  params, steps = train_run.train(config, workdir, params, axes, make_loss_fn(model.config, tok, config), stream,
-                                  mesh, writer)
+  if measure is not None:
+    measure(0, params)
+  params, steps = train_run.train(run_config, workdir, params, axes, make_loss_fn(model.config, tok, config),
+                                  stream, mesh, writer, callback=callback,
+                                  callback_every=config.eval.dev_every if callback else 0)
   results.update(steps=steps, train_seconds=round(time.perf_counter() - start, 1), init=notes,
                  batch_size=config.train.batch_size)
+  if curve:
+    results["dev_curve"] = curve
   heads = export_heads(params, model.config, model.heads)
   export = workdir / "export"
   if config.qaid.stage == "pretrain":
@@ -356,12 +463,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
       (export / MARKER).write_text(json.dumps({"base_model": config.model.name, "steps": steps,
                                                "utterances": results["utterances"]}, indent=1) + "\n")
   else:
-    qaid = QAIDModel(model.config, params["encoder"], tok, params["projection"],
-                     similarity=config.qaid.similarity, pooling_mode=config.model.pooling,
-                     query_length=config.qaid.query_length, answer_length=config.qaid.answer_length,
-                     match=config.qaid.match, batch_size=config.eval.batch_size,
-                     dtype=DTYPES[config.model.dtype])
-    qaid.add_answers(labels, answers)
+    qaid = retrieval_model(config, model, params, labels, answers)
     if config.qaid.match == "qq+qa":
       qaid.add_examples(train_split.texts, train_split.labels)
     start = time.perf_counter()
