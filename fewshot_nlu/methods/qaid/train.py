@@ -375,32 +375,42 @@ def intent_answers(config, labels: list[str]) -> list[str]:
   return [descriptions.get(l, intent_name(l)) for l in labels]
 
 
-def retrieval_model(config, model: pretrained.Pretrained, params: dict, labels, answers) -> QAIDModel:
-  """The QAID retrieval model of ``params`` (encoder + projection) with ``answers`` indexed as the labels'."""
+def retrieval_model(config, model: pretrained.Pretrained, params: dict, labels, answers, train_split,
+                    match: str | None = None) -> QAIDModel:
+  """The QAID retrieval model of ``params`` (encoder + projection): ``answers`` indexed as the labels', and under
+  ``match`` (default ``qaid.match``) "qq+qa" the training examples too."""
+  match = match or config.qaid.match
   qaid = QAIDModel(model.config, params["encoder"], model.tokenizer, params["projection"],
                    similarity=config.qaid.similarity, pooling_mode=config.model.pooling,
                    query_length=config.qaid.query_length, answer_length=config.qaid.answer_length,
-                   match=config.qaid.match, batch_size=config.eval.batch_size, dtype=DTYPES[config.model.dtype])
+                   match=match, batch_size=config.eval.batch_size, dtype=DTYPES[config.model.dtype])
   qaid.add_answers(labels, answers)
+  if match == "qq+qa":
+    qaid.add_examples(train_split.texts, train_split.labels)
   return qaid
+
+
+def accuracy(qaid: QAIDModel, split) -> float:
+  predicted = [p.label for p in qaid.predict(split.texts)]
+  return float(np.mean([p == g for p, g in zip(predicted, split.labels)]))
 
 
 def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, train_split, writer, curve: list):
   """``(initial_params, callback)`` recording the accuracy on ``eval.dev_split`` at step 0 and every
-  ``eval.dev_every`` steps into ``curve`` and ``dev/accuracy``; ``(None, None)`` without a dev split."""
+  ``eval.dev_every`` steps into ``curve`` and ``dev/accuracy`` (under Match-QQ+QA also the Match-QA accuracy of the
+  same model, ``accuracy_match_qa``); ``(None, None)`` without a dev split."""
   if config.qaid.stage != "finetune" or not config.eval.dev_split:
     return None, None
   dev = splits.read_split(config, config.eval.dev_split)
 
   def measure(step: int, params: dict) -> None:
-    qaid = retrieval_model(config, model, params, labels, answers)
+    point = {"accuracy": accuracy(retrieval_model(config, model, params, labels, answers, train_split), dev)}
     if config.qaid.match == "qq+qa":
-      qaid.add_examples(train_split.texts, train_split.labels)
-    predicted = [p.label for p in qaid.predict(dev.texts)]
-    accuracy = float(np.mean([p == g for p, g in zip(predicted, dev.labels)]))
-    curve.append({"step": step, "accuracy": round(accuracy, 6)})
-    writer.write(step, {"accuracy": accuracy}, prefix="dev/")
-    log.info("step %d: %s accuracy %.4f", step, config.eval.dev_split, accuracy)
+      point["accuracy_match_qa"] = accuracy(
+          retrieval_model(config, model, params, labels, answers, train_split, match="qa"), dev)
+    curve.append({"step": step, **{k: round(v, 6) for k, v in point.items()}})
+    writer.write(step, point, prefix="dev/")
+    log.info("step %d: %s accuracy %s", step, config.eval.dev_split, point)
 
   def callback(step: int, state) -> bool:
     measure(step, jax.device_get(state.params))
@@ -463,12 +473,14 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
       (export / MARKER).write_text(json.dumps({"base_model": config.model.name, "steps": steps,
                                                "utterances": results["utterances"]}, indent=1) + "\n")
   else:
-    qaid = retrieval_model(config, model, params, labels, answers)
-    if config.qaid.match == "qq+qa":
-      qaid.add_examples(train_split.texts, train_split.labels)
+    qaid = retrieval_model(config, model, params, labels, answers, train_split)
     start = time.perf_counter()
     results.update(knn.evaluate_intent_model(qaid, eval_split, workdir))
     results["eval_seconds"] = round(time.perf_counter() - start, 1)
+    if config.qaid.match == "qq+qa":  # the paper's Match-QA inference on the same model, beside it
+      qa_only = retrieval_model(config, model, params, labels, answers, train_split, match="qa")
+      results["accuracy_match_qa"] = knn.evaluate_intent_model(qa_only, eval_split, workdir,
+                                                               "predictions_match_qa")["accuracy"]
     if jax.process_index() == 0:
       qaid.save(export, encoder_heads=heads)
     results.update(dataset=config.data.builder, train_split=config.data.train_split,
