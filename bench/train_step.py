@@ -6,12 +6,14 @@ Workload: MNEG (in-batch negatives, scale 20, sentence-transformers' MultipleNeg
 (lr 2e-5, weight decay 0.01) on all-MiniLM-L6-v2, dropout on, max length 64, over batches of 32 and 128
 (anchor, positive) pairs of real utterances (BANKING77 train: consecutive utterances of the same intent). Both
 backends train on the same batches in the same order. Ours: the jitted train step every method uses
-(``train.setup.build_training`` with ConvFiT Stage 1's MNEG loss), float32 and bfloat16 compute (float32
-params and optimizer state). Theirs: ``model.tokenize`` -> ``MultipleNegativesRankingLoss`` -> backward ->
-``torch.optim.AdamW`` step, in a separate torch venv (``--st-python``; this project never installs torch).
+(``train.setup.build_training`` with ConvFiT Stage 1's MNEG loss): float32 with each side padded to a length
+bucket; float32 and bfloat16 compute (float32 params and optimizer state) with ``train.packing`` (several
+utterances per row of 64 tokens, block-diagonal attention; ``encoders.packing``). Theirs: ``model.tokenize``
+-> ``MultipleNegativesRankingLoss`` -> backward -> ``torch.optim.AdamW`` step, in a separate torch venv
+(``--st-python``; this project never installs torch).
 
 Each backend: warm-up steps (for us: one compile per length bucket, reported apart as compile time), then
-``--steps`` timed steps; ``--rounds`` alternating rounds (ours f32, ours bf16, theirs), median over every timed
+``--steps`` timed steps; ``--rounds`` alternating rounds (ours in each variant, theirs), median over every timed
 step. Achieved FLOP/s count the model's FLOPs from the real token counts (not the padded shapes): per sequence
 of n tokens, 6 N n + 12 L d n^2 (N non-embedding parameters, L layers, width d; forward + backward), against
 the machine's measured matmul peak (the best jitted f32 / bf16 GEMM of a few sizes).
@@ -34,6 +36,8 @@ from runner import REPO
 
 DEFAULT_DATA = os.environ.get("FEWSHOT_NLU_DATA", str(REPO.parent / "shared" / "data"))
 MAX_LENGTH = 64
+# our variants: compute dtype, padded to length buckets or packed several utterances to a row (encoders.packing)
+OURS = ("ours-float32", "ours-float32-packed", "ours-bfloat16-packed")
 LEARNING_RATE = 2e-5
 WEIGHT_DECAY = 0.01
 SCALE = 20.0
@@ -72,7 +76,7 @@ def batches_of(pairs, batch_size: int):
 
 # ------------------------------------------------------------------------------------------------ ours
 
-def run_ours(batches, dtype: str, warmup: int) -> dict:
+def run_ours(batches, dtype: str, warmup: int, packed: bool = False) -> dict:
   sys.path.insert(0, str(REPO))
   import jax
   import ml_collections
@@ -83,6 +87,7 @@ def run_ours(batches, dtype: str, warmup: int) -> dict:
   from fewshot_nlu.data import batching
   from fewshot_nlu.encoders import pretrained, transformer
   from fewshot_nlu.methods.convfit import stage1
+  from fewshot_nlu.train import run as train_run
   from fewshot_nlu.train.setup import build_training
 
   config = common.add_training(common.base("convfit_stage1"))
@@ -94,6 +99,7 @@ def run_ours(batches, dtype: str, warmup: int) -> dict:
   config.train.decay = "constant"
   config.train.grad_clip_norm = 0.0  # sentence-transformers' fit clips at 1.0, a plain torch loop does not
   config.mesh.data = 1
+  config.train.packing = packed
   config.loss = ml_collections.ConfigDict({"scale": SCALE, "exclude_positive": False, "cache_chunks": 0})
   model = pretrained.load_pretrained("minilm-l6")
   tok = model.tokenizer
@@ -105,11 +111,16 @@ def run_ours(batches, dtype: str, warmup: int) -> dict:
   host = []
   for batch in batches:
     make = batching.pair_batcher(tok.encode([a for a, _ in batch], MAX_LENGTH),
-                                 tok.encode([p for _, p in batch], MAX_LENGTH), buckets, tok.pad_id)
+                                 tok.encode([p for _, p in batch], MAX_LENGTH), buckets, tok.pad_id,
+                                 *train_run.packing_layout(config, mesh))
     host.append(make(list(range(len(batch))), 0, len(batch)))
-  tokens = [int(b["context_mask"].sum() + b["response_mask"].sum()) for b in host]
-  lengths = [np.concatenate([b["context_mask"].sum(1), b["response_mask"].sum(1)]).tolist() for b in host]
-  padded = [int(b["context_mask"].size + b["response_mask"].size) for b in host]
+
+  def real(b, side):  # [rows, length] 0/1: the side's real tokens, padded or packed
+    return b[f"{side}_mask"] if f"{side}_mask" in b else (b[f"{side}_owner"] >= 0).astype(np.int32)
+
+  tokens = [int(real(b, "context").sum() + real(b, "response").sum()) for b in host]
+  lengths = [[len(t) for t in tok.encode([x for pair in batch for x in pair], MAX_LENGTH)] for batch in batches]
+  padded = [int(real(b, "context").size + real(b, "response").size) for b in host]
 
   def step(batch):
     nonlocal state
@@ -125,7 +136,8 @@ def run_ours(batches, dtype: str, warmup: int) -> dict:
       step(b)
   compile_s = time.perf_counter() - start
   times = time_steps(step, host, warmup)
-  return {"backend": f"fewshot_nlu (JAX {jax.__version__}, {dtype})", "times_s": times, "compile_s": compile_s,
+  return {"backend": f"fewshot_nlu (JAX {jax.__version__}, {dtype}{', packed rows' if packed else ''})",
+          "times_s": times, "compile_s": compile_s,
           "compiled_shapes": len(seen), "tokens": tokens, "lengths": lengths, "padded_tokens": padded,
           "cfg": {"layers": model.config.num_layers, "hidden": model.config.hidden_size,
                   "non_embedding_params": non_embedding_params(model.params)}}
@@ -201,7 +213,7 @@ def main():
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--data-dir", default=DEFAULT_DATA)
   parser.add_argument("--st-python", help="python of a venv with sentence-transformers and torch")
-  parser.add_argument("--worker", choices=["ours-float32", "ours-bfloat16", "st", "peak"], help=argparse.SUPPRESS)
+  parser.add_argument("--worker", choices=[*OURS, "st", "peak"], help=argparse.SUPPRESS)
   parser.add_argument("--batch-size", type=int, help=argparse.SUPPRESS)
   parser.add_argument("--write", action="store_true", help="write bench/results/train_step.md")
   args = parser.parse_args()
@@ -212,7 +224,7 @@ def main():
       return
     batches = batches_of(load_pairs(args.data_dir, args.batch_size * args.steps), args.batch_size)
     result = (run_st(batches, args.warmup) if args.worker == "st"
-              else run_ours(batches, args.worker.split("-")[1], args.warmup))
+              else run_ours(batches, args.worker.split("-")[1], args.warmup, args.worker.endswith("-packed")))
     print(json.dumps(result))
     return
 
@@ -224,7 +236,7 @@ def main():
     return json.loads(out.strip().splitlines()[-1])
 
   peak = worker("peak")
-  names = ["ours-float32", "ours-bfloat16"] + (["st"] if args.st_python else [])
+  names = [*OURS] + (["st"] if args.st_python else [])
   rows = {}
   for batch_size in (int(b) for b in args.batch_sizes.split(",")):
     runs = {name: [] for name in names}
@@ -243,13 +255,12 @@ def main():
     ours = runs["ours-float32"][0]
     flops = [model_flops(lengths, ours["cfg"]) for lengths in ours["lengths"]]
     step_flops = statistics.median(flops)
-    use = sum(ours["tokens"]) / sum(ours["padded_tokens"])
     for name, rs in runs.items():
       first = rs[0]
       achieved = step_flops / medians[name]
       compile_s = f"{statistics.median(r['compile_s'] for r in rs):.1f}" if "compile_s" in first else "–"
       ratio = f"{medians['st'] / medians[name]:.2f}x" if "st" in medians else "–"
-      use_cell = f"{use:.0%}" if name.startswith("ours") else "–"
+      use_cell = f"{sum(first['tokens']) / sum(first['padded_tokens']):.0%}" if name.startswith("ours") else "–"
       lines.append(f"| {batch_size} | {first['backend']} | {medians[name]:.3f} | {batch_size / medians[name]:.1f} | "
                    f"{compile_s} | {use_cell} | {achieved / 1e12:.3f} | {achieved / peak['float32']:.0%} | "
                    f"{achieved / peak['bfloat16']:.0%} | {ratio} |")
@@ -262,8 +273,8 @@ def main():
     text = (f"# Training-step throughput (bench/train_step.py)\n\n{__doc__.split(chr(10), 3)[3].strip()}\n\n"
             f"{runner.machine()} "
             f"{args.rounds} rounds x {args.steps} timed steps per backend and batch size (after {args.warmup} "
-            f"warm-up steps). Token use = real / padded tokens of our bucketed batches (theirs pad to each "
-            f"batch's longest).\n\nCommand: `{command}`\n\n{table}\n\n{summary}\n")
+            f"warm-up steps). Token use = real / padded tokens of our batches (length buckets, or packed rows "
+            f"of {MAX_LENGTH}; theirs pad to each batch's longest).\n\nCommand: `{command}`\n\n{table}\n\n{summary}\n")
     (REPO / "bench" / "results" / "train_step.md").write_text(text)
 
 
