@@ -9,8 +9,9 @@ regression on the same pools (bench/encoder_baselines.py), ConvFiT on the same s
 Variants (each ``python -m fewshot_nlu.main`` in its own process, one at a time; rows go to
 ``bench/results/qaid.jsonl``, the table to ``bench/results/qaid.md``):
 
-  * ``qaid``: the config's defaults (configs/qaid_base.py: warm start at full width, lr 5e-5, Match-QQ+QA
-    inference; the same model's Match-QA accuracy is reported beside it), with a development curve on ``valid``;
+  * ``qaid``: the config's defaults (configs/qaid_base.py: warm start at full width, lr 5e-5, intent-document
+    inference; the same model's Match-QA and Match-QQ+QA accuracies are reported beside it), with a development
+    curve on ``valid``;
   * ``paperinit``: the paper's initialisation and rates (a fresh 128-d projection, lr 1e-5, Match-QA), same
     protocol: what the method gives when followed to the letter on this encoder;
   * ``fp2``: ``qaid`` with the embeddings + 2 layers frozen (``train.frozen_prefix_layers=2``): the speed option;
@@ -33,7 +34,7 @@ DATASETS = ("banking77", "clinc150", "hwu64")
 SHOTS = ("5", "10")
 DEV = ("--config.eval.dev_split=valid",)
 VARIANTS = {
-    "qaid": ("QAID (ours: warm, QQ+QA)", ("{qaid}", *DEV)),
+    "qaid": ("QAID (ours: warm, intent documents)", ("{qaid}", *DEV)),
     "paperinit": ("QAID, paper init (random 128-d, lr 1e-5, QA)",
                   ("{qaid}", *DEV, "--config.qaid.projection_dim=128", "--config.qaid.projection_init=random",
                    "--config.train.learning_rate=1e-5", "--config.qaid.match=qa")),
@@ -59,12 +60,15 @@ def run_one(name: str, seed: int, runs_dir: pathlib.Path) -> None:
   row = run_main(name, seed, config_args(variant, dataset, shots, seed), runs_dir / f"{name}-seed{seed}", ROWS)
   if row:
     r = row["results"]
-    extra = f" (Match-QA {100 * r['accuracy_match_qa']:.2f})" if "accuracy_match_qa" in r else ""
+    extra = "".join(f" {m} {100 * a:.2f}" for m, a in r.get("accuracy_by_match", {}).items())
     print(f"  {name} seed {seed}: {100 * r['accuracy']:.2f}{extra}  wall {row['wall_seconds']:.0f}s", flush=True)
 
 
 def _fit_seconds(r: dict) -> float:
-  return r["results"].get("train_seconds") or r["results"].get("stage2_seconds") or 0.0
+  """Training time without the development curve's evaluations (rows from before ``dev_curve_seconds`` was
+  recorded include them; the table marks those with *)."""
+  res = r["results"]
+  return (res.get("train_seconds") or res.get("stage2_seconds") or 0.0) - res.get("dev_curve_seconds", 0.0)
 
 
 def write_table() -> None:
@@ -79,8 +83,10 @@ def write_table() -> None:
            "over the seeds run (n); every QAID run trains the paper's 10 epochs x batch 32 (no step cap). The "
            "paper's column is QAID with RoBERTa-base (Table 2, mean of 5 seeds).", "",
            "| dataset | shots | encoder 1-NN | encoder LR | " + " | ".join(v[0] for v in VARIANTS.values())
-           + " | QAID (ours) Match-QA | paper QAID |", "|" + "---|" * (len(VARIANTS) + 6)]
-  times = ["", "## Time: training seconds (median; compiles and the development curve included) / steps", "",
+           + " | QAID (ours), names only (Match-QA) | QAID (ours), Match-QQ+QA | paper QAID |",
+           "|" + "---|" * (len(VARIANTS) + 7)]
+  times = ["", "## Time: training seconds (median; compiles included, the development curve's evaluations not: * "
+           "marks runs that did not record them apart, whose time includes them) / steps", "",
            "| dataset | shots | " + " | ".join(v[0] for v in VARIANTS.values()) + " |",
            "|" + "---|" * (len(VARIANTS) + 2)]
   for shots in SHOTS:
@@ -92,24 +98,30 @@ def write_table() -> None:
       cells = [f"{100 * base['knn_test']:.2f}", f"{100 * base['logreg_test']:.2f}"] if base else ["–", "–"]
       cells += [f"{mean_std([r['results']['accuracy'] for r in rs])} ({len(rs)})" if rs else "–"
                 for rs in runs.values()]
-      qa = [r["results"]["accuracy_match_qa"] for r in runs["qaid"] if "accuracy_match_qa" in r["results"]]
-      cells += [f"{mean_std(qa)}" if qa else "–", f"{PAPER[(dataset, shots)]:.2f}"]
+      for match in ("qa", "qq+qa"):
+        values = [r["results"]["accuracy_by_match"][match] for r in runs["qaid"]
+                  if "accuracy_by_match" in r["results"]]
+        cells.append(mean_std(values))
+      cells.append(f"{PAPER[(dataset, shots)]:.2f}")
       lines.append(f"| {dataset} | {shots} | " + " | ".join(cells) + " |")
       spent = []
       for rs in runs.values():
-        spent.append("–" if not rs else
-                     f"{sorted(_fit_seconds(r) for r in rs)[len(rs) // 2]:.0f} / {rs[0]['results'].get('steps', '–')}")
+        star = "*" if any("dev_curve" in r["results"] and "dev_curve_seconds" not in r["results"] for r in rs) else ""
+        spent.append("–" if not rs else f"{sorted(_fit_seconds(r) for r in rs)[len(rs) // 2]:.0f}{star} / "
+                                        f"{rs[0]['results'].get('steps', '–')}")
       times.append(f"| {dataset} | {shots} | " + " | ".join(spent) + " |")
   curves = ["", "## Development curves (valid accuracy vs step, seed 0)", ""]
   for name, rs in by_name.items():
     curve = rs[0]["results"].get("dev_curve")
     if curve:
       points = ", ".join(f"{p['step']}: {100 * p['accuracy']:.1f}"
-                         + (f" ({100 * p['accuracy_match_qa']:.1f})" if "accuracy_match_qa" in p else "")
+                         + (" (" + " / ".join(f"{100 * p['by_match'][m]:.1f}" for m in ("qa", "qq+qa")) + ")"
+                            if "by_match" in p else "")
                          for p in curve)
       curves.append(f"- `{name}`: {points}")
   curves.append("")
-  curves.append("In brackets: the same model's Match-QA accuracy (intent names only).")
+  curves.append("In brackets: the same model answering from the intent names only (Match-QA) / from names and "
+                "examples as separate rows (Match-QQ+QA).")
   finish_table(lines + times + curves, rows, "qaid")
 
 

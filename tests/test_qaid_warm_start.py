@@ -108,7 +108,8 @@ def test_qaid_with_a_frozen_prefix_keeps_it_bit_identical_and_records_the_dev_cu
   config.qaid.match = "qq+qa"
   results = main.run(config, tmp_path / "run")
   assert [p["step"] for p in results["dev_curve"]] == [0, 2, 3]  # step 0, every 2 steps, the last
-  assert set(results["dev_curve"][0]) == {"step", "accuracy", "accuracy_match_qa"}
+  assert set(results["dev_curve"][0]) == {"step", "accuracy", "by_match", "seconds"}
+  assert all(p["accuracy"] == p["by_match"]["qq+qa"] for p in results["dev_curve"])
   # the toy valid split is the training set: indexed as examples, Match-QQ+QA finds most of them exactly
   assert all(p["accuracy"] >= 8 / 12 for p in results["dev_curve"])
   metrics = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

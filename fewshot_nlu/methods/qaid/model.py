@@ -14,6 +14,10 @@ their scores are the explanation.
     IVF-SQ index the same way.
   * ``match="qq+qa"`` (§4.1, "Match-QQ and Match-QA in the inference stage"): labelled example queries
     (``add_examples``) are scored beside the answers and the best row of either kind decides.
+  * ``match="intent_doc"`` (not in the paper): each intent answers with ONE document, the union of the token
+    vectors of its name and of its example queries, and Eq. (1) scores the query against it: every query token
+    finds its best match among all of the intent's tokens, so evidence from several examples adds up instead of
+    one row deciding. Measured on the development splits in bench/results/qaid.md.
 
 New intents need no retraining: ``add_answers`` (or ``add_examples`` with a new label) makes them
 predictable. ``save``/``load`` write one folder: the encoder in Hugging Face layout (with its MLM head),
@@ -42,7 +46,7 @@ from fewshot_nlu.models.protocol import Neighbour, Prediction
 
 META_FILE = "qaid.json"
 ROWS_FILE = "rows.jsonl"
-MATCHES = ("qa", "qq+qa")
+MATCHES = ("qa", "qq+qa", "intent_doc")
 
 
 def intent_name(label: str) -> str:
@@ -98,6 +102,7 @@ class QAIDModel:
     self.row_vectors = np.zeros((0, 1, int(self.projection["kernel"].shape[1])), np.float32)
     self.row_mask = np.zeros((0, 1), np.int32)
     self._token_index: Index | None = None
+    self._documents: tuple[np.ndarray, np.ndarray] | None = None  # intent_doc: built on first use
 
   # ---------------------------------------------------------------------------------------- encoding
 
@@ -127,6 +132,7 @@ class QAIDModel:
     self.row_mask = np.concatenate([pad(self.row_mask, width), pad(mask, width)])
     self.rows.extend(rows)
     self._token_index = None
+    self._documents = None
 
   @property
   def labels(self) -> list[str]:
@@ -147,8 +153,9 @@ class QAIDModel:
     self._add_rows([{"kind": "answer", "label": l, "text": n} for l, n in zip(labels, names)], show_progress)
 
   def add_examples(self, texts: Sequence[str], labels: Sequence[str], *, show_progress: bool = False) -> None:
-    """Indexes labelled example queries (scored under ``match="qq+qa"``); an unseen label also gets its
-    answer (its intent name), so new intents become predictable without retraining."""
+    """Indexes labelled example queries (scored under ``match="qq+qa"``, and part of their intent's document under
+    ``"intent_doc"``); an unseen label also gets its answer (its intent name), so new intents become predictable
+    without retraining."""
     if len(texts) != len(labels):
       raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
     new = list(dict.fromkeys(l for l in labels if l not in set(self.labels)))
@@ -160,9 +167,28 @@ class QAIDModel:
 
   # ---------------------------------------------------------------------------------------- scoring
 
-  def _scored_rows(self) -> np.ndarray:
+  def _scored_rows(self, match: str) -> np.ndarray:
+    """The rows that answer under ``match``: all (qq+qa), or the answers (qa; intent_doc: one per intent, whose
+    document stands behind it)."""
     kinds = np.array([r["kind"] for r in self.rows])
-    return np.arange(len(self.rows)) if self.match == "qq+qa" else np.flatnonzero(kinds == "answer")
+    return np.arange(len(self.rows)) if match == "qq+qa" else np.flatnonzero(kinds == "answer")
+
+  def intent_documents(self) -> tuple[np.ndarray, np.ndarray]:
+    """(vectors [C, L, D], mask [C, L]): per intent in ``labels`` order, the token vectors of its name and of its
+    example queries, concatenated (``match="intent_doc"``)."""
+    if self._documents is None:
+      column = {l: c for c, l in enumerate(self.labels)}
+      tokens = [[] for _ in column]
+      for row, vectors, mask in zip(self.rows, self.row_vectors, self.row_mask):
+        tokens[column[row["label"]]].append(vectors[mask.astype(bool)])
+      joined = [np.concatenate(t) for t in tokens]
+      width = max((len(t) for t in joined), default=1)
+      docs = np.zeros((len(joined), width, self.row_vectors.shape[-1]), np.float32)
+      mask = np.zeros((len(joined), width), np.int32)
+      for c, t in enumerate(joined):
+        docs[c, : len(t)], mask[c, : len(t)] = t, 1
+      self._documents = (docs, mask)
+    return self._documents
 
   def _exact(self, z, m, rows):
     chunk = self.score_chunk if len(rows) > self.score_chunk else None
@@ -188,25 +214,51 @@ class QAIDModel:
       out[i, candidates] = self._exact(z[i : i + 1], m[i : i + 1], rows[padded])[0][: len(candidates)]
     return out
 
-  def row_scores(self, texts: Sequence[str], *, show_progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """(Score(q, row) [len(texts), R], the scored row ids [R]): every scored row, or (above
-    ``candidate_threshold`` rows) the approximate candidates with -inf for the rest."""
-    rows = self._scored_rows()
-    if not len(rows):
+  def row_scores(self, texts: Sequence[str], *, show_progress: bool = False, match: str | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(Score(q, row) [len(texts), R], the scored row ids [R]) under ``match`` (default: the model's): every
+    scored row, or (above ``candidate_threshold`` rows) the approximate candidates with -inf for the rest; under
+    ``intent_doc`` the score of each intent's document, reported on its answer row."""
+    return self.match_row_scores(texts, (match or self.match,), show_progress=show_progress)[match or self.match]
+
+  def match_row_scores(self, texts: Sequence[str], matches: Sequence[str] = MATCHES, *, show_progress: bool = False
+                       ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``row_scores`` under each of ``matches``, the queries encoded once."""
+    unknown = sorted(set(matches) - set(MATCHES))
+    if unknown:
+      raise ValueError(f"match {unknown[0]!r} unknown; choose one of {MATCHES}")
+    if not self.labels:
       raise ValueError("the model has no intent names to retrieve; add_answers() first")
     z, m = self.represent(texts, self.query_length, show_progress=show_progress)
-    approximate = len(rows) > self.candidate_threshold
-    out = []
-    for start in range(0, len(texts), self.batch_size):
-      piece = slice(start, start + self.batch_size)
-      out.append((self._approximate if approximate else self._exact)(z[piece], m[piece], rows))
-    return np.concatenate(out) if out else np.zeros((0, len(rows)), np.float32), rows
+    out = {}
+    for match in matches:
+      rows = self._scored_rows(match)
+      if match == "intent_doc":
+        docs, docs_mask = self.intent_documents()
+        score = lambda zq, mq, _: np.asarray(_scores(zq, mq, docs, docs_mask, chunk=self.document_chunk))  # noqa: E731
+      else:
+        score = self._approximate if len(rows) > self.candidate_threshold else self._exact
+      pieces = [score(z[i : i + self.batch_size], m[i : i + self.batch_size], rows)
+                for i in range(0, len(texts), self.batch_size)]
+      out[match] = (np.concatenate(pieces) if pieces else np.zeros((0, len(rows)), np.float32), rows)
+    return out
 
-  def scores(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+  @property
+  def document_chunk(self) -> int | None:
+    """Intent documents scored at a time: about ``score_chunk`` rows' worth of tokens."""
+    docs, _ = self.intent_documents()
+    per_row = max(int(self.row_vectors.shape[1]), 1)
+    chunk = max(1, self.score_chunk * per_row // max(docs.shape[1], 1))
+    return chunk if chunk < len(docs) else None
+
+  def scores(self, texts: Sequence[str], *, show_progress: bool = False, match: str | None = None) -> np.ndarray:
     """[len(texts), len(labels)]: per intent, the Score of its best scored row (its name; under qq+qa also its
-    example queries); -inf where the approximate candidate stage left all of an intent's rows out. The argmax
-    is ``predict``'s label."""
-    scores, rows = self.row_scores(texts, show_progress=show_progress)
+    example queries; under intent_doc its document); -inf where the approximate candidate stage left all of an
+    intent's rows out. The argmax is ``predict``'s label."""
+    return self.label_scores(*self.row_scores(texts, show_progress=show_progress, match=match))
+
+  def label_scores(self, scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Row scores ([N, R] over ``rows``) -> [N, len(labels)]: per intent, its best row's score."""
     column = {l: c for c, l in enumerate(self.labels)}
     out = np.full((len(self.labels), len(scores)), -np.inf, np.float32)
     np.maximum.at(out, [column[self.rows[r]["label"]] for r in rows], scores.T)
@@ -215,7 +267,8 @@ class QAIDModel:
   def predict(self, texts: Sequence[str], *, neighbours: int = 3, show_progress: bool = False
               ) -> list[Prediction]:
     """The best-scoring row's intent per text, with the ``neighbours`` best rows (intent names, and example
-    queries under qq+qa) and their late-interaction scores as the explanation."""
+    queries under qq+qa; under intent_doc the intents' names with their documents' scores) and their
+    late-interaction scores as the explanation."""
     scores, rows = self.row_scores(texts, show_progress=show_progress)
     depth = min(max(neighbours, 1), len(rows))
     top = np.argsort(-scores, axis=1, kind="stable")[:, :depth]

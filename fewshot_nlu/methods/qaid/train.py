@@ -375,42 +375,43 @@ def intent_answers(config, labels: list[str]) -> list[str]:
   return [descriptions.get(l, intent_name(l)) for l in labels]
 
 
-def retrieval_model(config, model: pretrained.Pretrained, params: dict, labels, answers, train_split,
-                    match: str | None = None) -> QAIDModel:
-  """The QAID retrieval model of ``params`` (encoder + projection): ``answers`` indexed as the labels', and under
-  ``match`` (default ``qaid.match``) "qq+qa" the training examples too."""
-  match = match or config.qaid.match
+def retrieval_model(config, model: pretrained.Pretrained, params: dict, labels, answers, train_split) -> QAIDModel:
+  """The QAID retrieval model of ``params`` (encoder + projection) answering with ``qaid.match``: ``answers``
+  indexed as the labels' and the training examples beside them (scored under qq+qa and intent_doc)."""
   qaid = QAIDModel(model.config, params["encoder"], model.tokenizer, params["projection"],
                    similarity=config.qaid.similarity, pooling_mode=config.model.pooling,
                    query_length=config.qaid.query_length, answer_length=config.qaid.answer_length,
-                   match=match, batch_size=config.eval.batch_size, dtype=DTYPES[config.model.dtype])
+                   match=config.qaid.match, batch_size=config.eval.batch_size, dtype=DTYPES[config.model.dtype])
   qaid.add_answers(labels, answers)
-  if match == "qq+qa":
-    qaid.add_examples(train_split.texts, train_split.labels)
+  qaid.add_examples(train_split.texts, train_split.labels)
   return qaid
 
 
-def accuracy(qaid: QAIDModel, split) -> float:
-  predicted = [p.label for p in qaid.predict(split.texts)]
-  return float(np.mean([p == g for p, g in zip(predicted, split.labels)]))
+def accuracy_by_match(qaid: QAIDModel, split) -> dict[str, float]:
+  """The accuracy on ``split`` of every inference mode (``model.MATCHES``) of the same model."""
+  out = {}
+  for match, (scores, rows) in qaid.match_row_scores(split.texts).items():
+    predicted = np.array(qaid.labels)[qaid.label_scores(scores, rows).argmax(axis=1)]
+    out[match] = round(float(np.mean(predicted == np.array(split.labels))), 6)
+  return out
 
 
 def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, train_split, writer, curve: list):
   """``(initial_params, callback)`` recording the accuracy on ``eval.dev_split`` at step 0 and every
-  ``eval.dev_every`` steps into ``curve`` and ``dev/accuracy`` (under Match-QQ+QA also the Match-QA accuracy of the
-  same model, ``accuracy_match_qa``); ``(None, None)`` without a dev split."""
+  ``eval.dev_every`` steps into ``curve`` and ``dev/accuracy`` (and the accuracy of every inference mode of the
+  same model, ``by_match``); ``(None, None)`` without a dev split."""
   if config.qaid.stage != "finetune" or not config.eval.dev_split:
     return None, None
   dev = splits.read_split(config, config.eval.dev_split)
 
   def measure(step: int, params: dict) -> None:
-    point = {"accuracy": accuracy(retrieval_model(config, model, params, labels, answers, train_split), dev)}
-    if config.qaid.match == "qq+qa":
-      point["accuracy_match_qa"] = accuracy(
-          retrieval_model(config, model, params, labels, answers, train_split, match="qa"), dev)
-    curve.append({"step": step, **{k: round(v, 6) for k, v in point.items()}})
-    writer.write(step, point, prefix="dev/")
-    log.info("step %d: %s accuracy %s", step, config.eval.dev_split, point)
+    start = time.perf_counter()
+    by_match = accuracy_by_match(retrieval_model(config, model, params, labels, answers, train_split), dev)
+    curve.append({"step": step, "accuracy": by_match[config.qaid.match], "by_match": by_match,
+                  "seconds": round(time.perf_counter() - start, 1)})
+    writer.write(step, {"accuracy": by_match[config.qaid.match],
+                        **{f"accuracy_{m.replace('+', '_')}": a for m, a in by_match.items()}}, prefix="dev/")
+    log.info("step %d: %s accuracy %s", step, config.eval.dev_split, by_match)
 
   def callback(step: int, state) -> bool:
     measure(step, jax.device_get(state.params))
@@ -461,8 +462,9 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
                                   callback_every=config.eval.dev_every if callback else 0)
   results.update(steps=steps, train_seconds=round(time.perf_counter() - start, 1), init=notes,
                  batch_size=config.train.batch_size)
-  if curve:
+  if curve:  # train_seconds includes the curve's evaluations after step 0: dev_curve_seconds says how much
     results["dev_curve"] = curve
+    results["dev_curve_seconds"] = round(sum(p["seconds"] for p in curve[1:]), 1)
   heads = export_heads(params, model.config, model.heads)
   export = workdir / "export"
   if config.qaid.stage == "pretrain":
@@ -477,10 +479,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     start = time.perf_counter()
     results.update(knn.evaluate_intent_model(qaid, eval_split, workdir))
     results["eval_seconds"] = round(time.perf_counter() - start, 1)
-    if config.qaid.match == "qq+qa":  # the paper's Match-QA inference on the same model, beside it
-      qa_only = retrieval_model(config, model, params, labels, answers, train_split, match="qa")
-      results["accuracy_match_qa"] = knn.evaluate_intent_model(qa_only, eval_split, workdir,
-                                                               "predictions_match_qa")["accuracy"]
+    results["accuracy_by_match"] = accuracy_by_match(qaid, eval_split)  # every inference mode, the same model
     if jax.process_index() == 0:
       qaid.save(export, encoder_heads=heads)
     results.update(dataset=config.data.builder, train_split=config.data.train_split,
