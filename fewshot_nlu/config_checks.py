@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import pathlib
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import ml_collections
 
@@ -23,11 +25,48 @@ def get(config: ml_collections.ConfigDict, field: str) -> Any:
   return node
 
 
+def _is_number(value: Any) -> bool:
+  return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def numeric_leaves(node: Any, path: str = "config") -> Iterator[tuple[str, Any]]:
+  """``(dotted path, value)`` of every number in ``node``: config fields, and items of tuples / lists / dicts
+  held in them (``config.train.group_learning_rates[0][1]``)."""
+  if isinstance(node, (ml_collections.ConfigDict, dict)):
+    for key in node.keys():
+      yield from numeric_leaves(node[key], f"{path}.{key}")
+  elif isinstance(node, (tuple, list)):
+    for i, item in enumerate(node):
+      yield from numeric_leaves(item, f"{path}[{i}]")
+  elif _is_number(node):
+    yield path, node
+
+
+def require_finite_numbers(config: ml_collections.ConfigDict) -> None:
+  """Every number in the config is finite: a ``nan`` / ``inf`` override fails here, naming the field, instead
+  of training on NaN losses."""
+  for path, value in numeric_leaves(config):
+    if not math.isfinite(value):
+      raise ConfigError(f"{path}: {value!r} is not a finite number")
+
+
+def is_positive(value: Any) -> bool:
+  """A finite number > 0 (not a bool)."""
+  return _is_number(value) and math.isfinite(value) and value > 0
+
+
 def require_positive(config, *fields: str) -> None:
   for field in fields:
     value = get(config, field)
-    if not isinstance(value, (int, float)) or value <= 0:
+    if not is_positive(value):
       raise ConfigError(f"config.{field}: must be a positive number, got {value!r}")
+
+
+def require_non_negative(config, *fields: str) -> None:
+  for field in fields:
+    value = get(config, field)
+    if not _is_number(value) or not math.isfinite(value) or value < 0:
+      raise ConfigError(f"config.{field}: must be a number >= 0, got {value!r}")
 
 
 def require_fraction(config, field: str) -> None:

@@ -3,11 +3,17 @@
   python -m fewshot_nlu.main --config=configs/default.py --workdir=runs/default [--config.field=value ...]
 
 Everything the run writes goes under ``--workdir``: the resolved config, checkpoints (resumed automatically),
-metrics (JSONL + TensorBoard), the exported model and a results file.
+metrics (JSONL + TensorBoard), the exported model and a results file. A local workdir is locked for the run's
+life (``workdirs.lock``).
+
+A run that cannot be trusted exits with status 2 and a one-line error: a config error (``config error: ...``,
+before anything is compiled or written), a workdir another run holds, or a training run whose loss, gradients
+or parameters stopped being finite (``loop.TrainingDiverged``; nothing is exported).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -38,11 +44,13 @@ def setup_jax(config) -> None:
 
 
 def run(config, workdir: str | pathlib.Path) -> dict:
-  """Validates the config (before any compile), records it in the workdir, and runs the method."""
-  from fewshot_nlu import config_fields, workdirs
+  """Validates the config (before any compile), locks the workdir (``workdirs.lock``, on process 0), records
+  the config in it, and runs the method."""
+  from fewshot_nlu import config_checks, config_fields, workdirs
   from fewshot_nlu.config_checks import ConfigError
   from fewshot_nlu.methods import METHODS, get_method
   method = get_method(config.method)
+  config_checks.require_finite_numbers(config)
   config_fields.require_no_ignored_fields(config, config.method, METHODS[config.method])
   if workdirs.is_remote(workdir) and not getattr(method, "REMOTE_WORKDIR", False):
     raise ConfigError(f"--workdir={workdir}: method {config.method!r} writes its workdir locally; use a local "
@@ -51,10 +59,11 @@ def run(config, workdir: str | pathlib.Path) -> dict:
   workdir = workdirs.as_path(workdir) if workdirs.is_remote(workdir) else pathlib.Path(workdir)
   setup_jax(config)
   import jax
-  if jax.process_index() == 0:
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "config.json").write_text(config.to_json_best_effort(indent=2) + "\n")
-  return method.run(config, workdir)
+  with workdirs.lock(workdir) if jax.process_index() == 0 else contextlib.nullcontext():
+    if jax.process_index() == 0:
+      workdir.mkdir(parents=True, exist_ok=True)
+      (workdir / "config.json").write_text(config.to_json_best_effort(indent=2) + "\n")
+    return method.run(config, workdir)
 
 
 def main(argv):
@@ -64,10 +73,15 @@ def main(argv):
   absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save step at INFO
   logging.getLogger("fewshot_nlu").setLevel(logging.INFO)
   from fewshot_nlu.config_checks import ConfigError
+  from fewshot_nlu.train.loop import TrainingDiverged
+  from fewshot_nlu.workdirs import WorkdirBusy
   try:
     results = run(FLAGS.config, FLAGS.workdir)
   except ConfigError as e:
     print(f"config error: {e}", file=sys.stderr)
+    sys.exit(2)
+  except (WorkdirBusy, TrainingDiverged) as e:
+    print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
   print(json.dumps(results, indent=2))
 

@@ -19,6 +19,7 @@ import flax
 import jax
 import numpy as np
 
+from fewshot_nlu import workdirs
 from fewshot_nlu.encoders import transformer
 
 WEIGHTS_FILE = "adapter.safetensors"
@@ -88,14 +89,13 @@ def save(directory: str | pathlib.Path, adapter: Any, cfg: transformer.EncoderCo
          base_name: str) -> pathlib.Path:
   """Writes ``adapter.safetensors`` (only the adapter weights) and ``adapter.json`` (size, the base model's
   name and fingerprint)."""
-  from safetensors.numpy import save_file
   directory = pathlib.Path(directory)
   directory.mkdir(parents=True, exist_ok=True)
   flat = flax.traverse_util.flatten_dict(jax.device_get(adapter))
   if not flat:
     raise ValueError("save(): no adapter weights to save")
-  save_file({"/".join(p): np.ascontiguousarray(np.asarray(v, np.float32)) for p, v in flat.items()},
-            str(directory / WEIGHTS_FILE))
+  workdirs.save_safetensors({"/".join(p): np.ascontiguousarray(np.asarray(v, np.float32)) for p, v in flat.items()},
+                            directory / WEIGHTS_FILE)
   size = transformer.adapter_size_of(adapter)
   meta = {"adapter_size": size, "reduction_factor": cfg.hidden_size // size, "num_layers": cfg.num_layers,
           "hidden_size": cfg.hidden_size, "base_model": base_name, "base_fingerprint": fingerprint(cfg, base),

@@ -27,6 +27,7 @@ import jax
 import numpy as np
 import safetensors.numpy
 
+from fewshot_nlu import workdirs
 from fewshot_nlu.encoders import transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
 
@@ -244,7 +245,7 @@ def save_pretrained(directory: str | pathlib.Path, cfg: transformer.EncoderConfi
   tensors = {hf_name(path): np.ascontiguousarray(_to_hf_layout(path, np.asarray(v, np.float32)))
              for path, v in flat.items()}
   tensors.update({k: np.ascontiguousarray(v) for k, v in (heads or {}).items()})
-  safetensors.numpy.save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+  workdirs.save_safetensors(tensors, directory / "model.safetensors", metadata={"format": "pt"})
   (directory / "config.json").write_text(json.dumps(cfg.to_hf(), indent=2) + "\n")
   if tokenizer is not None:
     tokenizer.save(directory)

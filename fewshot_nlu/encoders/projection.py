@@ -15,6 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from fewshot_nlu import workdirs
+
 FILE = "projection.safetensors"
 
 
@@ -42,9 +44,8 @@ def apply(params: dict, pooled: jax.Array) -> jax.Array:
 def save(directory: str | pathlib.Path, params: dict, *, file: str = FILE, activation: str = "tanh") -> None:
   """Writes ``params`` to ``directory/file`` (another ``file`` for other linear layers, e.g. QAID's
   ``late_interaction.PROJECTION_FILE``, so that they are not mistaken for this head)."""
-  from safetensors.numpy import save_file
-  save_file({k: np.ascontiguousarray(np.asarray(v, np.float32)) for k, v in params.items()},
-            str(pathlib.Path(directory) / file), metadata={"activation": activation})
+  workdirs.save_safetensors({k: np.ascontiguousarray(np.asarray(v, np.float32)) for k, v in params.items()},
+                            pathlib.Path(directory) / file, metadata={"activation": activation})
 
 
 def load(directory: str | pathlib.Path, *, file: str = FILE) -> dict | None:

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from fewshot_nlu import config_checks
+from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.encoders import projection
 from fewshot_nlu.train import optimizer
 
@@ -60,6 +60,7 @@ def validate_config(config, field: str) -> None:
   config_checks.require_choice(config, f"{field}.optimizer", OPTIMIZERS)
   config_checks.require_choice(config, f"{field}.decay", optimizer.DECAYS)
   config_checks.require_positive(config, f"{field}.epochs", f"{field}.batch_size", f"{field}.learning_rate")
+  config_checks.require_non_negative(config, f"{field}.weight_decay")
   for name in ("dropout", "label_smoothing", "warmup_fraction"):
     config_checks.require_fraction(config, f"{field}.{name}")
 
@@ -153,9 +154,9 @@ _logits_jit = jax.jit(logits)
 
 
 def save(directory: str | pathlib.Path, layers: list[dict]) -> None:
-  from safetensors.numpy import save_file
-  save_file({f"layer_{i}.{k}": np.ascontiguousarray(np.asarray(v, np.float32))
-             for i, layer in enumerate(layers) for k, v in layer.items()}, str(pathlib.Path(directory) / FILE))
+  workdirs.save_safetensors({f"layer_{i}.{k}": np.ascontiguousarray(np.asarray(v, np.float32))
+                             for i, layer in enumerate(layers) for k, v in layer.items()},
+                            pathlib.Path(directory) / FILE)
 
 
 def load(directory: str | pathlib.Path) -> list[dict] | None:

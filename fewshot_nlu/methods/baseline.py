@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 def validate(config: ml_collections.ConfigDict) -> None:
   train_run.validate_common(config)
+  config_checks.require_positive(config, "loss.scale")
   train_run.validate_packing(config)
 
 

@@ -37,6 +37,10 @@ class Checkpointer:
         state=ocp.args.StandardRestore(abstract_state), data=ocp.args.JsonRestore()))
     return restored.state, restored.data
 
+  def should_save(self, step: int) -> bool:
+    """Whether ``save(step, ...)`` without ``force`` would save (the interval has come round)."""
+    return self.manager.should_save(step)
+
   def save(self, step: int, state: Any, data_state: dict, force: bool = False) -> bool:
     return self.manager.save(step, args=ocp.args.Composite(
         state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state)), force=force)

@@ -1,4 +1,10 @@
-"""The training loop: resume, step, log, checkpoint, survive interruption."""
+"""The training loop: resume, step, log, checkpoint, survive interruption, stop when training diverges.
+
+Divergence is checked where values reach the host anyway, so the loop adds no per-step sync: the logged
+metrics (``loss``, ``grad_norm``) at each log step, and the parameters before each checkpoint save and at the
+end (a save copies the state to the host already). A non-finite value raises ``TrainingDiverged`` naming the
+step, before that state is checkpointed or returned, so nothing diverged is saved or exported.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import signal
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import tqdm
 
@@ -18,6 +25,39 @@ from fewshot_nlu.train.setup import Training
 from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
+
+CHECKED_METRICS = ("loss", "grad_norm")  # the metrics that must stay finite
+DEFAULT_HINT = "lower train.learning_rate"
+
+
+class TrainingDiverged(RuntimeError):
+  """The loss, gradient norm or parameters became NaN / inf; the run stops and exports nothing."""
+
+
+def check_metrics(first_step: int, pending: list[dict], hint: str = DEFAULT_HINT) -> None:
+  """Raises ``TrainingDiverged`` at the first of ``pending`` (the metrics of steps ``first_step``, ``first_step
+  + 1``, ...; values already on the host) whose loss or gradient norm is not finite."""
+  for offset, metrics in enumerate(pending):
+    values = {k: float(np.asarray(metrics[k])) for k in CHECKED_METRICS if k in metrics}
+    bad = {k: v for k, v in values.items() if not np.isfinite(v)}
+    if bad:
+      found = ", ".join(f"{k} is {v}" for k, v in bad.items())
+      raise TrainingDiverged(f"training diverged at step {first_step + offset}: {found}; {hint}; "
+                             "nothing was checkpointed or exported from this step on")
+
+
+def make_params_check(mesh) -> Callable[[Any], jax.Array]:
+  """``all_finite(params)``: one replicated boolean, whether every float in ``params`` is finite."""
+  def all_finite(params):
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(params) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+  return jax.jit(all_finite, out_shardings=sharding.replicated(mesh))
+
+
+def check_params(all_finite, step: int, state, hint: str = DEFAULT_HINT) -> None:
+  if not bool(jax.device_get(all_finite(state.params))):
+    raise TrainingDiverged(f"training diverged at step {step}: the parameters are not finite (NaN / inf); "
+                           f"{hint}; nothing was checkpointed or exported from this step on")
 
 
 @contextlib.contextmanager
@@ -39,7 +79,8 @@ def _sigterm_as_interrupt():
 def train(*, training: Training, stream: EpochStream,
           total_steps: int, mesh, checkpointer: Checkpointer, writer: MetricWriter,
           log_every: int = 10, description: str = "train",
-          callback: Callable[[int, Any], bool] | None = None, callback_every: int = 0) -> Any:
+          callback: Callable[[int, Any], bool] | None = None, callback_every: int = 0,
+          divergence_hint: str = DEFAULT_HINT) -> Any:
   """Runs ``training.step`` until ``total_steps``, resuming from the latest checkpoint if there is one.
 
   ``callback(step, state)`` runs every ``callback_every`` steps and at the last step (e.g. a development-set
@@ -47,7 +88,9 @@ def train(*, training: Training, stream: EpochStream,
   checkpoint of that step.
 
   Checkpoints (state + stream position) every ``save_every`` steps (the checkpointer's interval), at the end,
-  and on KeyboardInterrupt / SIGTERM before re-raising. Returns the final state.
+  and on KeyboardInterrupt / SIGTERM before re-raising. Returns the final state. Raises ``TrainingDiverged``
+  (its message ending in ``divergence_hint``) when a logged loss / gradient norm, or the parameters at a save or
+  at the end, are not finite.
   """
   latest = checkpointer.latest_step()
   if latest is not None:
@@ -60,16 +103,25 @@ def train(*, training: Training, stream: EpochStream,
   step = int(jax.device_get(state.step))
   data_state = stream.get_state()  # position after the last *completed* step
   pending: list[dict] = []
+  all_finite = make_params_check(mesh)
+  checked = -1  # the last step whose parameters were checked
+
+  def require_finite_params():
+    nonlocal checked
+    if checked != step:
+      check_params(all_finite, step, state, divergence_hint)
+      checked = step
   bar = tqdm.tqdm(total=total_steps, initial=step, desc=description, unit="step",
                   disable=jax.process_index() != 0, dynamic_ncols=True)
 
   def log_pending():
     nonlocal pending
     if pending:
-      means = {k: float(np.mean([jax.device_get(m[k]) for m in pending])) for k in pending[0]}
+      fetched, pending = jax.device_get(pending), []
+      means = {k: float(np.mean([m[k] for m in fetched])) for k in fetched[0]}
       writer.write(step, means, prefix="train/")
       bar.set_postfix(loss=f"{means['loss']:.4f}", lr=f"{means['learning_rate']:.2e}")
-      pending = []
+      check_metrics(step - len(fetched) + 1, fetched, divergence_hint)
 
   try:
     with _sigterm_as_interrupt():
@@ -84,7 +136,10 @@ def train(*, training: Training, stream: EpochStream,
           log_pending()
         stop = (callback is not None and (step == total_steps or (callback_every and step % callback_every == 0))
                 and bool(callback(step, state)))
-        checkpointer.save(step, state, data_state, force=step == total_steps or stop)
+        force = step == total_steps or stop
+        if force or checkpointer.should_save(step):
+          require_finite_params()
+        checkpointer.save(step, state, data_state, force=force)
         if stop:
           log.info("stopping early at step %d", step)
           break
@@ -93,6 +148,7 @@ def train(*, training: Training, stream: EpochStream,
     try:
       log_pending()
       if checkpointer.latest_step() != step:
+        require_finite_params()
         checkpointer.save(step, state, data_state, force=True)
       checkpointer.wait()
     except Exception as e:  # e.g. the interrupt hit while the state's buffers were donated to a step
@@ -101,4 +157,5 @@ def train(*, training: Training, stream: EpochStream,
   finally:
     bar.close()
   checkpointer.wait()
+  require_finite_params()  # also when nothing was left to train (a resumed run's restored state)
   return state

@@ -33,7 +33,12 @@ def validate_training(config: ml_collections.ConfigDict) -> None:
   """The checks of the model, train and eval fields every training method shares."""
   config_checks.require_positive(config, "train.batch_size", "train.epochs", "train.learning_rate",
                                  "model.max_length", "eval.batch_size", "train.save_every",
-                                 "train.log_every")
+                                 "train.log_every", "train.keep_checkpoints")
+  config_checks.require_non_negative(config, "train.max_steps", "train.weight_decay", "train.grad_clip_norm")
+  for i, (pattern, rate) in enumerate(config.train.get("group_learning_rates", ())):
+    if not config_checks.is_positive(rate):
+      raise config_checks.ConfigError(f"config.train.group_learning_rates[{i}]: the learning rate of {pattern!r} "
+                                      f"must be a positive number, got {rate!r}")
   config_checks.require_fraction(config, "train.warmup_fraction")
   config_checks.require_choice(config, "train.decay", optimizer.DECAYS)
   config_checks.require_choice(config, "model.pooling", tuple(pooling.POOLERS))
@@ -104,7 +109,8 @@ def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any,
     state = loop.train(training=training, stream=stream, total_steps=total_steps, mesh=mesh,
                        checkpointer=checkpointer, writer=writer, log_every=config.train.log_every,
                        description=f"{config.method} {config.data.builder}/{config.data.train_split}",
-                       callback=callback, callback_every=callback_every)
+                       callback=callback, callback_every=callback_every,
+                       divergence_hint=f"lower config.train.learning_rate (now {config.train.learning_rate:g})")
   finally:
     checkpointer.close()
   return jax.device_get(state.params), total_steps

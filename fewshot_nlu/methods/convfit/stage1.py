@@ -52,10 +52,9 @@ REMOTE_WORKDIR = True  # every file of the run goes through orbax / epath / tens
 
 def validate(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "data.builder", SOURCES)
-  train_run.validate_training(config)
-  if config.train.max_steps < 0 or config.loss.cache_chunks < 0 or config.eval.max_pairs < 0:
-    raise config_checks.ConfigError("config.train.max_steps, config.loss.cache_chunks and config.eval.max_pairs "
-                                    "must be >= 0")
+  train_run.validate_training(config)  # train.max_steps >= 0 among them
+  config_checks.require_positive(config, "loss.scale")
+  config_checks.require_non_negative(config, "loss.cache_chunks", "eval.max_pairs")
   train_run.validate_packing(config)
   if config.loss.cache_chunks and config.train.packing:
     raise config_checks.ConfigError("config.train.packing: gradient caching (config.loss.cache_chunks) cuts the "

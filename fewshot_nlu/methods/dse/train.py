@@ -57,8 +57,6 @@ def validate(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "dse.pairs", PAIRS)
   train_run.validate_training(config)
   config_checks.require_positive(config, "loss.temperature", "dse.head_dim")
-  if config.train.max_steps < 0:
-    raise config_checks.ConfigError(f"config.train.max_steps: {config.train.max_steps} must be >= 0")
   for pairing in _pairings(config):
     splits.dialogue_pairs_builder(config, pairing, "data.train_split")
   if config.eval.suite:

@@ -60,9 +60,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
   retriever_training.validate(config)
   config_checks.require_choice(config, "retriever.inference", INFERENCE)
   config_checks.require_positive(config, "retriever.max_words", "retriever.beam_size")
-  for field in ("retriever.dev_episodes", "retriever.test_episodes", "retriever.threshold_retries"):
-    if config_checks.get(config, field) < 0:
-      raise config_checks.ConfigError(f"config.{field}: {config_checks.get(config, field)} must be >= 0")
+  config_checks.require_non_negative(config, "retriever.dev_episodes", "retriever.test_episodes",
+                                     "retriever.threshold_retries")
   if not r.thresholds or any(not 0 <= t <= 1 for t in r.thresholds):
     raise config_checks.ConfigError(f"config.retriever.thresholds: {tuple(r.thresholds)} must be values in [0, 1]")
   if not 0 <= r.merge_threshold <= 1:

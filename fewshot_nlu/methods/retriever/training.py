@@ -91,9 +91,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   r = config.retriever
   config_checks.require_choice(config, "retriever.reduction", REDUCTIONS)
   config_checks.require_positive(config, "retriever.per_label_batch")
-  for field in ("retriever.eval_every", "retriever.patience"):
-    if config_checks.get(config, field) < 0:
-      raise config_checks.ConfigError(f"config.{field}: {config_checks.get(config, field)} must be >= 0")
+  config_checks.require_non_negative(config, "retriever.eval_every", "retriever.patience")
   if r.train and not config.train.get("max_steps", 0) and config.train.epochs <= 0:
     raise config_checks.ConfigError("config.train.epochs: must be > 0")
 

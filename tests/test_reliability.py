@@ -1,0 +1,292 @@
+"""Runs that cannot lie: every number in a config finite and in range before anything runs; a diverging run stops
+at once and exports nothing; exports readable by other users; one run per workdir at a time."""
+
+import json
+import math
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import types
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from configs import convfit_stage1 as stage1_config
+from configs import default as default_config
+from configs import dse_pretrain as dse_config
+from fewshot_nlu import config_checks, main, sharding, workdirs
+from fewshot_nlu.config_checks import ConfigError
+from fewshot_nlu.data.stream import EpochStream
+from fewshot_nlu.encoders import pretrained, transformer
+from fewshot_nlu.heads import mlp as mlp_head
+from fewshot_nlu.methods import baseline as intent_mneg
+from fewshot_nlu.train import loop
+from fewshot_nlu.train.checkpoint import Checkpointer
+from fewshot_nlu.train.metrics import MetricWriter
+from fewshot_nlu.train.setup import build_training
+from tests import tiny
+from tests.test_main import _toy_config, _toy_dataset
+
+REPO = pathlib.Path(__file__).parents[1]
+NAN, INF = float("nan"), float("inf")
+
+
+def _umask() -> int:
+  mask = os.umask(0o022)
+  os.umask(mask)
+  return mask
+
+
+@pytest.fixture
+def toy(tmp_path, tiny_bert_dir):
+  """A valid intent_mneg config on a toy dataset (a few steps of a tiny BERT)."""
+  corpus = tiny.CORPUS
+  data = _toy_dataset(tmp_path / "data", {"bank": corpus[:3], "music": corpus[3:6], "misc": corpus[6:11]},
+                      {"bank": corpus[4:5], "music": corpus[11:12]})
+  return _toy_config(data, tiny_bert_dir)
+
+
+# ------------------------------------------------------------------------------------- A: config numbers
+
+@pytest.mark.parametrize("field,value,message", [
+    ("train.learning_rate", NAN, "config.train.learning_rate: nan is not a finite number"),
+    ("train.learning_rate", INF, "config.train.learning_rate: inf is not a finite number"),
+    ("train.weight_decay", NAN, "config.train.weight_decay: nan is not a finite number"),
+    ("train.warmup_fraction", -INF, "config.train.warmup_fraction: -inf is not a finite number"),
+    ("loss.scale", NAN, "config.loss.scale: nan is not a finite number"),
+    ("train.group_learning_rates", (("layer_1/.*", NAN),),
+     "config.train.group_learning_rates[0][1]: nan is not a finite number"),
+    ("train.max_steps", -5, "config.train.max_steps: must be a number >= 0, got -5"),
+    ("train.keep_checkpoints", 0, "config.train.keep_checkpoints: must be a positive number, got 0"),
+    ("train.weight_decay", -0.1, "config.train.weight_decay: must be a number >= 0, got -0.1"),
+    ("train.grad_clip_norm", -1.0, "config.train.grad_clip_norm: must be a number >= 0, got -1.0"),
+    ("train.learning_rate", 0.0, "config.train.learning_rate: must be a positive number, got 0.0"),
+    ("train.group_learning_rates", (("layer_1/.*", 0.0),),
+     "config.train.group_learning_rates[0]: the learning rate of 'layer_1/.*' must be a positive number, got 0.0"),
+    ("loss.scale", 0.0, "config.loss.scale: must be a positive number, got 0.0"),
+    ("loss.scale", -20.0, "config.loss.scale: must be a positive number, got -20.0"),
+])
+def test_bad_numbers_are_config_errors_naming_the_field(toy, tmp_path, field, value, message):
+  section, _, name = field.rpartition(".")
+  config_checks.get(toy, section)[name] = value
+  with pytest.raises(ConfigError, match=re.escape(message)):
+    main.run(toy, tmp_path / "w")
+  assert not (tmp_path / "w").exists()  # refused before anything was written or compiled
+
+
+def test_every_number_is_checked_wherever_it_sits():
+  config = ml_collections.ConfigDict({"a": {"b": 1, "c": (0.5, ("x", 2.0)), "flag": True, "name": "nan"}})
+  config_checks.require_finite_numbers(config)  # strings and bools are not numbers
+  assert dict(config_checks.numeric_leaves(config)) == {"config.a.b": 1, "config.a.c[0]": 0.5,
+                                                         "config.a.c[1][1]": 2.0}
+  config.a.c = (0.5, ("x", NAN))
+  with pytest.raises(ConfigError, match=re.escape("config.a.c[1][1]: nan is not a finite number")):
+    config_checks.require_finite_numbers(config)
+  for bad in (NAN, INF, True):
+    with pytest.raises(ConfigError, match="must be a positive number"):
+      config_checks.require_positive(ml_collections.ConfigDict({"x": bad}), "x")
+
+
+@pytest.mark.parametrize("make,field,value,message", [
+    (stage1_config.get_config, "loss.scale", 0.0, "config.loss.scale: must be a positive number, got 0.0"),
+    (stage1_config.get_config, "train.max_steps", -1, "config.train.max_steps: must be a number >= 0, got -1"),
+    (stage1_config.get_config, "loss.cache_chunks", -1, "config.loss.cache_chunks: must be a number >= 0, got -1"),
+    (dse_config.get_config, "loss.temperature", 0.0, "config.loss.temperature: must be a positive number, got 0.0"),
+    (dse_config.get_config, "train.max_steps", -5, "config.train.max_steps: must be a number >= 0, got -5"),
+    (dse_config.get_config, "loss.temperature", INF, "config.loss.temperature: inf is not a finite number"),
+])
+def test_other_methods_check_their_scales_and_steps(tmp_path, make, field, value, message):
+  config = make()
+  section, _, name = field.rpartition(".")
+  config_checks.get(config, section)[name] = value
+  with pytest.raises(ConfigError, match=re.escape(message)):
+    main.run(config, tmp_path / "w")
+  assert not (tmp_path / "w").exists()
+
+
+def test_mlp_head_weight_decay_must_not_be_negative():
+  from configs import common
+  config = ml_collections.ConfigDict({"classifier": {"mlp": common.mlp_classifier(weight_decay=-0.01)}})
+  with pytest.raises(ConfigError, match=re.escape("config.classifier.mlp.weight_decay: must be a number >= 0")):
+    mlp_head.validate_config(config, "classifier.mlp")
+
+
+def _cli(*args, workdir, timeout=300):
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  return subprocess.run([sys.executable, "-m", "fewshot_nlu.main", "--config=configs/default.py",
+                         f"--workdir={workdir}", *args], cwd=REPO, env=env, capture_output=True, text=True,
+                        timeout=timeout)
+
+
+def test_cli_nan_learning_rate_exits_2_naming_the_field(tmp_path):
+  result = _cli("--config.train.learning_rate=nan", workdir=tmp_path / "w")
+  assert result.returncode == 2, result.stderr
+  last_line = result.stderr.strip().splitlines()[-1]
+  assert last_line == "config error: config.train.learning_rate: nan is not a finite number"
+  assert not (tmp_path / "w").exists()
+
+
+# ------------------------------------------------------------------------------------------ B: divergence
+
+def _loop(workdir, model, loss_fn=None, grads_fn=None, *, total_steps=4, save_every=3, log_every=3):
+  """``loop.train`` of a tiny BERT on a few toy batches with the given loss / gradients."""
+  config = default_config.get_config()
+  mesh = sharding.make_mesh({"data": 2}, jax.devices()[:2])
+  split = intent_mneg.IntentSplit(tiny.CORPUS[:10], [f"l{i % 4}" for i in range(10)], None)
+  make_batch = intent_mneg.make_batcher(split, {f"l{i}": i for i in range(4)}, model.tokenizer, 32, seed=0)
+  stream = EpochStream(10, 4, make_batch, seed=0)
+  training = build_training(model.params, transformer.logical_axes(model.config), loss_fn, total_steps, mesh,
+                            config, grads_fn)
+  checkpointer = Checkpointer(workdir, save_every, keep=10)
+  writer = MetricWriter(workdir, tensorboard=False)
+  try:
+    return loop.train(training=training, stream=stream, total_steps=total_steps, mesh=mesh,
+                      checkpointer=checkpointer, writer=writer, log_every=log_every, divergence_hint="try less")
+  finally:
+    checkpointer.close()
+    writer.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_bert_dir):
+  return pretrained.load_pretrained(str(tiny_bert_dir))
+
+
+def test_a_nan_loss_stops_at_the_first_bad_step_before_any_checkpoint(tiny_model, tmp_path):
+  def loss_fn(params, batch, rng):
+    weight = params["embeddings"]["word_embeddings"]["embedding"]
+    return jnp.sum(weight) * 0.0 + jnp.log(-1.0), {}  # NaN from the first step on (gradients stay 0)
+
+  with pytest.raises(loop.TrainingDiverged,
+                     match=re.escape("training diverged at step 1: loss is nan; try less")):
+    _loop(tmp_path, tiny_model, loss_fn)  # steps 1-3 are fetched at step 3: the first bad one is named
+  assert (Checkpointer(tmp_path, 3).latest_step() or 0) < 3  # the step-3 save was never made
+  [line] = (tmp_path / "metrics.jsonl").read_text().splitlines()  # the bad metrics are logged, then the stop
+  assert not math.isfinite(json.loads(line)["train/loss"])
+
+
+def test_non_finite_parameters_stop_the_run_at_a_save_between_log_steps(tiny_model, tmp_path):
+  def grads_fn(params, batch, rng):  # a finite loss, NaN gradients: the parameters become NaN
+    return jnp.float32(1.0), {}, jax.tree.map(lambda p: jnp.full_like(p, jnp.nan), params)
+
+  with pytest.raises(loop.TrainingDiverged,
+                     match=re.escape("training diverged at step 1: the parameters are not finite (NaN / inf); "
+                                     "try less")):
+    _loop(tmp_path, tiny_model, grads_fn=grads_fn, save_every=1, log_every=100)
+  assert Checkpointer(tmp_path, 1).latest_step() is None
+
+
+def test_params_check():
+  mesh = sharding.make_mesh({"data": 2}, jax.devices()[:2])
+  all_finite = loop.make_params_check(mesh)
+  params = {"a": jnp.ones((4, 2)), "b": {"c": jnp.zeros(3), "n": jnp.arange(3)}}
+  assert bool(all_finite(params))
+  assert not bool(all_finite({**params, "a": params["a"].at[1, 1].set(jnp.inf)}))
+  assert not bool(all_finite({**params, "b": {"c": jnp.array([0.0, jnp.nan, 1.0]), "n": jnp.arange(3)}}))
+
+
+def test_a_diverging_run_raises_and_exports_nothing(toy, tmp_path):
+  toy.train.epochs = 4
+  toy.train.learning_rate = 1e9  # loss NaN within a few steps (tiny BERT, toy data)
+  with pytest.raises(loop.TrainingDiverged, match=r"training diverged at step \d+: .*; lower "
+                     r"config\.train\.learning_rate \(now 1e\+09\)"):
+    main.run(toy, tmp_path / "run")
+  assert not (tmp_path / "run" / "export").exists() and not (tmp_path / "run" / "results.json").exists()
+
+
+@pytest.mark.parametrize("error", [loop.TrainingDiverged("training diverged at step 3: loss is nan; lower it"),
+                                   workdirs.WorkdirBusy("--workdir=w is in use by another run (pid 1)")])
+def test_main_reports_a_refused_run_in_one_line_with_status_2(monkeypatch, capsys, error):
+  def run(config, workdir):
+    raise error
+  monkeypatch.setattr(main, "run", run)
+  monkeypatch.setattr(main, "FLAGS", types.SimpleNamespace(config=None, workdir="w"))
+  with pytest.raises(SystemExit) as exit_info:
+    main.main(["main"])
+  assert exit_info.value.code == 2
+  assert capsys.readouterr().err == f"error: {error}\n"
+
+
+# -------------------------------------------------------------------------------------------- C: file modes
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o002], ids=oct)
+def test_safetensors_files_get_the_umask_mode(tmp_path, umask):
+  previous = os.umask(umask)
+  try:
+    workdirs.save_safetensors({"x": np.zeros(3, np.float32)}, tmp_path / "x.safetensors")
+    assert workdirs._umask() == umask
+  finally:
+    os.umask(previous)
+  assert (tmp_path / "x.safetensors").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_every_safetensors_save_goes_through_the_helper():
+  package = REPO / "fewshot_nlu"
+  callers = [str(p.relative_to(REPO)) for p in package.rglob("*.py") if "save_file" in p.read_text()]
+  assert callers == ["fewshot_nlu/workdirs.py"]
+
+
+def test_a_finished_run_exports_readable_files_and_releases_its_lock(toy, tmp_path):
+  toy.train.epochs = 1
+  workdir = tmp_path / "run"
+  main.run(toy, workdir)
+  files = [p for p in (workdir / "export").rglob("*") if p.is_file()]
+  assert any(p.suffix == ".safetensors" for p in files)
+  assert {str(p.relative_to(workdir)): oct(p.stat().st_mode & 0o777) for p in files} == {
+      str(p.relative_to(workdir)): oct(0o666 & ~_umask()) for p in files}
+  with workdirs.lock(workdir):  # released when the run ended
+    pass
+
+
+# ------------------------------------------------------------------------------------------- D: workdir lock
+
+HOLDER = """
+import sys, time
+from fewshot_nlu import workdirs
+with workdirs.lock(sys.argv[1]):
+  print("locked", flush=True)
+  time.sleep(600)
+"""
+
+
+@pytest.fixture
+def holder(tmp_path):
+  """A second process holding ``tmp_path / "run"``'s lock until killed."""
+  workdir = tmp_path / "run"
+  process = subprocess.Popen([sys.executable, "-c", HOLDER, str(workdir)], cwd=REPO, stdout=subprocess.PIPE,
+                             text=True)
+  try:
+    assert process.stdout.readline().strip() == "locked"
+    yield workdir, process
+  finally:
+    process.kill()
+    process.wait()
+
+
+def test_a_held_workdir_is_refused_naming_the_holder_and_a_dead_holder_is_taken_over(holder):
+  workdir, process = holder
+  with pytest.raises(workdirs.WorkdirBusy, match=re.escape(f"--workdir={workdir} is in use by another run "
+                                                           f"(pid {process.pid}")):
+    with workdirs.lock(workdir):
+      pass
+  process.kill()
+  process.wait()
+  with workdirs.lock(workdir):  # the dead process's lock is gone: taken over at once
+    assert (workdir / ".lock").read_text() == f"{os.getpid()}\n"
+
+
+def test_cli_refuses_a_held_workdir_with_status_2(holder, toy):
+  workdir, process = holder
+  fields = ("data.builder", "data.raw_dir", "data.tfds_dir", "data.train_split", "model.name", "train.batch_size")
+  overrides = [f"--config.{field}={config_checks.get(toy, field)}" for field in fields]
+  result = _cli(*overrides, "--config.compilation_cache_dir=", workdir=workdir)
+  assert result.returncode == 2, result.stderr
+  assert result.stderr.strip().splitlines()[-1] == (
+      f"error: --workdir={workdir} is in use by another run (pid {process.pid}, holding {workdir}/.lock); "
+      "wait for it to finish or use another --workdir")
+  assert sorted(p.name for p in workdir.iterdir()) == [".lock"]  # nothing of the refused run was written
