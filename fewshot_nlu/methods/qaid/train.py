@@ -12,9 +12,9 @@ Throughput (not in the paper): ``train.frozen_prefix_layers`` = N freezes the em
 (no gradient, no optimizer state, no dropout there; ``frozen_prefix.encode_through_prefix``). The masked views
 change at every step, so the prefix is run, not cached.
 
-Development curve: with ``eval.dev_split`` set, the intent-name retrieval accuracy on that split is measured at
-step 0 and every ``eval.dev_every`` steps (``results.json`` ``dev_curve``, ``metrics.jsonl`` ``dev/accuracy``);
-nothing is selected by it.
+Development curve: with ``eval.dev_split`` set, the accuracy on that split of every inference mode
+(``qaid.match``'s is ``accuracy``) is measured at step 0 and every ``eval.dev_every`` steps (``results.json``
+``dev_curve``, ``metrics.jsonl`` ``dev/accuracy*``); nothing is selected by it.
 
 Augmentation (§2.1, §3.2): two views of every text, each with BERT's 80/10/10 token masking
 (``data.masking``, ``qaid.mask_rate`` = 0.15) and encoder dropout (the model's own 10%).
@@ -57,7 +57,7 @@ import numpy as np
 from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.data import batching, masking, splits
 from fewshot_nlu.data.stream import EpochStream
-from fewshot_nlu.encoders import frozen_prefix, inference, pooling, pretrained, transformer
+from fewshot_nlu.encoders import frozen_prefix, pooling, pretrained, transformer
 from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation import knn
@@ -74,7 +74,7 @@ log = logging.getLogger(__name__)
 
 STAGES = ("pretrain", "finetune")
 PROJECTION_INITS = ("warm", "random")
-WARM_START_TEXTS = 2048  # at most this many training texts (the first, in order) fit the warm projection
+WARM_START_TEXTS = 2048  # at most this many training texts (evenly spaced) fit a narrow warm projection
 LOSSES = ("supcon", "npairs", "triplet")
 MARKER = "qaid_pretrain.json"
 
@@ -213,7 +213,7 @@ def export_heads(params, cfg: transformer.EncoderConfig, heads: dict) -> dict:
 
 def make_loss_fn(cfg: transformer.EncoderConfig, tokenizer, config):
   q = config.qaid
-  module = transformer.TransformerEncoder(cfg, DTYPES[config.model.dtype])
+  dtype = DTYPES[config.model.dtype]
   special = tuple(i for i in (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id) if i is not None)
   if q.augment or q.mlm_weight > 0:
     if tokenizer.mask_id is None:
@@ -230,7 +230,7 @@ def make_loss_fn(cfg: transformer.EncoderConfig, tokenizer, config):
     mask_rng, dropout_rng = jax.random.split(rng)
     masked = mask_tokens(mask_rng, ids, mask) if augment else None
     hidden = frozen_prefix.encode_through_prefix(cfg, params["encoder"], masked.input_ids if augment else ids,
-                                                 mask, frozen_layers, dtype=module.dtype,
+                                                 mask, frozen_layers, dtype=dtype,
                                                  deterministic=not augment, rng=dropout_rng)
     z, z_mask = late_interaction.represent(params["projection"], hidden, mask, q.similarity, config.model.pooling)
     return z, z_mask, hidden, masked
@@ -245,7 +245,7 @@ def make_loss_fn(cfg: transformer.EncoderConfig, tokenizer, config):
     if views is None:
       masked = mask_tokens(rng, ids, mask)
       hidden = frozen_prefix.encode_through_prefix(cfg, params["encoder"], masked.input_ids, mask, frozen_layers,
-                                                   dtype=module.dtype)
+                                                   dtype=dtype)
       views = [(hidden, masked)]
     losses = [mlm_head.mlm_loss(params["mlm"], h, m, embeddings, cfg) for h, m in views]
     return sum(losses) / len(losses)
@@ -397,7 +397,7 @@ def accuracy_by_match(qaid: QAIDModel, split) -> dict[str, float]:
 
 
 def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, train_split, writer, curve: list):
-  """``(initial_params, callback)`` recording the accuracy on ``eval.dev_split`` at step 0 and every
+  """``(measure, callback)`` recording the accuracy on ``eval.dev_split`` at step 0 and every
   ``eval.dev_every`` steps into ``curve`` and ``dev/accuracy`` (and the accuracy of every inference mode of the
   same model, ``by_match``); ``(None, None)`` without a dev split."""
   if config.qaid.stage != "finetune" or not config.eval.dev_split:
