@@ -18,6 +18,8 @@ def get_config(method: str, *, per_label_batch: int, eval_every: int, train: boo
   r.reduction = "max"  # Eq. 4 (Retriever); "mean" = Proto (Eq. 3); "min-max" (Eq. 5)
   r.inference = "nearest"  # "prototype": retrieve label means (Proto)
   r.per_label_batch = per_label_batch  # B
+  r.negative_spans = 0  # slots: K non-slot spans per item as the loss's "none" column (0: the paper's loss)
+  r.cosine_scale = 0.0  # > 0: train with s = scale * cos(z, z') instead of the dot product (0: Eq. 1's dot)
   r.eval_every = eval_every  # development evaluations for early stopping (0: none)
   r.patience = 0  # evaluations without improvement before stopping (0: train to the end, keep the best)
   r.index_backend = "exact"  # support sets are small; "scann" / "auto" for big ones

@@ -23,7 +23,7 @@ from fewshot_nlu.methods.retriever.decoding import (
   to_bio,
 )
 from fewshot_nlu.methods.retriever.losses import batch_softmax_loss, reduce_label_scores
-from fewshot_nlu.methods.retriever.spans import SlotRetriever, SpanEncoder
+from fewshot_nlu.methods.retriever.spans import SlotRetriever, SpanEncoder, labelled_spans
 from tests import tiny
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -86,6 +86,22 @@ def test_loss_is_softmax_cross_entropy_of_reduced_scores(reduction):
   assert float(accuracy) == pytest.approx(np.mean(reference.argmax(1) == labels))
 
 
+def test_none_column_of_non_slot_spans_matches_numpy():
+  """The "none" column: max over the non-slot spans' dot products, one more softmax class (losses docstring)."""
+  z, labels = hand_built()
+  negatives = np.array([[1.0, 1.0], [2.9, 0.0], [0.0, 0.0]], np.float32)
+  valid = np.array([True, True, False])  # the third is padding and must not count
+  reference = numpy_reduce(z @ z.T, labels, "max")
+  none = (z @ negatives[:2].T).max(1, keepdims=True)
+  logits = np.concatenate([reference, none], 1)
+  log_prob = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+  loss, accuracy = batch_softmax_loss(jnp.asarray(z), jnp.asarray(labels), jnp.ones(6, bool), 3, "max",
+                                      jnp.asarray(negatives), jnp.asarray(valid))
+  assert float(loss) == pytest.approx(-np.mean(log_prob[np.arange(6), labels]), rel=1e-5)
+  assert float(accuracy) == pytest.approx(np.mean(logits.argmax(1) == labels))
+  assert (logits.argmax(1) == 3).any()  # span 0 is nearer the negative [2.9, 0] than its own label: a miss
+
+
 def test_padding_rows_and_a_lone_span_are_left_out():
   z, labels = hand_built()
   valid = np.array([1, 1, 1, 1, 1, 0], bool)  # label 2 keeps one span: under max it has no gold column
@@ -98,14 +114,18 @@ def test_padding_rows_and_a_lone_span_are_left_out():
   assert float(loss) == pytest.approx(np.mean(expected), rel=1e-5)
 
 
-@pytest.mark.parametrize("reduction", ["max", "mean"])
-def test_sharded_batch_softmax_equals_single_device(tiny_bert_dir, reduction):
+def _toy_slot_utterances():
+  words = [s.split() for s in tiny.CORPUS[:8]]
+  return [{"tokens": w, "tags": ["B-a"] + ["O"] * (len(w) - 2) + ["B-b"] if len(w) > 1 else ["B-a"]}
+          for w in words]
+
+
+@pytest.mark.parametrize("reduction,negatives,cosine_scale", [("max", 0, 0.0), ("mean", 0, 0.0), ("max", 3, 20.0)])
+def test_sharded_batch_softmax_equals_single_device(tiny_bert_dir, reduction, negatives, cosine_scale):
   model = pretrained.load_pretrained(str(tiny_bert_dir))
   config = _config(reduction)
-  words = [s.split() for s in tiny.CORPUS[:8]]
-  utterances = [{"tokens": w, "tags": ["B-a"] + ["O"] * (len(w) - 2) + ["B-b"] if len(w) > 1 else ["B-a"]}
-                for w in words]
-  items = retriever_training.slot_items(model.tokenizer, utterances, 32)
+  config.retriever.cosine_scale = cosine_scale
+  items = retriever_training.slot_items(model.tokenizer, _toy_slot_utterances(), 32, negatives=negatives)
   loss_fn = retriever_training.make_loss_fn(model.config, config, len(items.label_names), span=True)
 
   def make_batch(mesh):
@@ -123,6 +143,58 @@ def _config(reduction="max"):
   config.retriever.reduction = reduction
   config.retriever.per_label_batch = 4
   return config
+
+
+def test_negative_spans_are_spans_of_the_same_utterance_that_are_no_slot(tiny_bert_dir):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  utterances = _toy_slot_utterances()
+  items = retriever_training.slot_items(model.tokenizer, utterances, 32, negatives=4, max_words=3, seed=1)
+  encoded = model.tokenizer.encode_words([u["tokens"] for u in utterances], 32)
+  assert items.negative_first.shape == (len(items), 4)
+  for i in range(len(items)):
+    u = next(k for k, (ids, _) in enumerate(encoded) if ids == items.token_ids[i])
+    pieces = encoded[u][1]
+    spans = {(pieces[s][0], pieces[e - 1][1]): (s, e) for s, e in enumerate_spans(len(pieces), 3)}
+    gold = {(pieces[s][0], pieces[e - 1][1]) for s, e, _ in labelled_spans(utterances[u]["tags"])}
+    drawn = [(int(a), int(b)) for a, b, ok in zip(items.negative_first[i], items.negative_last[i],
+                                                  items.negative_valid[i]) if ok]
+    assert len(drawn) == min(4, len(spans) - len(gold)) and len(set(drawn)) == len(drawn)
+    assert all(d in spans and d not in gold for d in drawn)
+  again = retriever_training.slot_items(model.tokenizer, utterances, 32, negatives=4, max_words=3, seed=1)
+  np.testing.assert_array_equal(again.negative_first, items.negative_first)  # seeded
+
+
+def test_lower_layers_is_the_layer_output_and_saves_as_a_smaller_model(tiny_bert_dir, tmp_path):
+  from fewshot_nlu.encoders import frozen_prefix
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  cut = pretrained.lower_layers(model, 1)
+  assert cut.config.num_layers == 1 and set(cut.params) == {"embeddings", "layer_0"}
+  assert pretrained.lower_layers(model, 0) is model
+  with pytest.raises(ValueError, match="cannot keep"):
+    pretrained.lower_layers(model, model.config.num_layers + 1)
+  ids = np.array(model.tokenizer.encode(["book a table for two"], 16))
+  mask = np.ones_like(ids)
+  expected = frozen_prefix.prefix_states(model.config, frozen_prefix.split(model.params, model.config, 1)[0], ids,
+                                         mask)
+  got = transformer.encoder_for(cut.config, cut.params).apply({"params": cut.params}, ids, mask)
+  np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-5, atol=1e-5)
+  pretrained.save_pretrained(tmp_path / "cut", cut.config, cut.params, cut.tokenizer)
+  assert pretrained.load_pretrained(str(tmp_path / "cut")).config.num_layers == 1
+
+
+def test_span_encoder_encodes_each_distinct_utterance_once(tiny_bert_dir, monkeypatch):
+  from fewshot_nlu.methods.retriever import spans as spans_module
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  calls = []
+  real = spans_module.inference.encode_bucketed
+  monkeypatch.setattr(spans_module.inference, "encode_bucketed",
+                      lambda ids, *a, **k: calls.append(len(ids)) or real(ids, *a, **k))
+  words = ["play jazz please".split(), "set an alarm".split()]
+  first = encoder.encode(words + words, [[(0, 1), (1, 2)], [(2, 3)], [(0, 3)], [(1, 3)]])
+  second = encoder.encode([words[1]], [[(2, 3)]])
+  assert calls == [2]  # two distinct utterances, encoded once; the second call is all cache
+  np.testing.assert_array_equal(second[0], first[1])
 
 
 # ------------------------------------------------------------------------------------- span vectors
@@ -222,8 +294,8 @@ def test_slot_retriever_retrieves_its_own_support_span(tiny_bert_dir):
   support = [{"tokens": "book a table at an italian restaurant".split(),
               "tags": "O O O O O B-cuisine O".split()},
              {"tokens": "set an alarm for seven am".split(), "tags": "O O O O B-time I-time".split()}]
-  for inference in ("nearest", "prototype"):
-    retriever = SlotRetriever(encoder, max_words=3, inference=inference)
+  for inference, similarity in (("nearest", "cosine"), ("prototype", "cosine"), ("nearest", "dot")):
+    retriever = SlotRetriever(encoder, max_words=3, inference=inference, similarity=similarity)
     assert retriever.set_support(support) == 2
     rows = retriever.candidates([support[1]["tokens"]])
     exact = {(c.start, c.end): (c, p) for c, p in rows[0]}
@@ -233,6 +305,12 @@ def test_slot_retriever_retrieves_its_own_support_span(tiny_bert_dir):
     assert len(rows[0]) == len(enumerate_spans(6, 3))
     if inference == "nearest":
       assert payload["text"] == "seven am"
+    if similarity == "cosine":  # the hit is the support span of highest cosine, and its score that cosine
+      query = encoder.encode([support[1]["tokens"]], [[(c.start, c.end) for c, _ in rows[0]]])[0]
+      index = retriever.index.vectors
+      cosines = (query / np.maximum(np.linalg.norm(query, axis=1, keepdims=True), 1e-12)) @ (
+          index / np.linalg.norm(index, axis=1, keepdims=True)).T
+      np.testing.assert_allclose([c.score for c, _ in rows[0]], np.clip(cosines.max(1), 0, 1), atol=1e-5)
 
 
 # ------------------------------------------------------------------------------------------ end to end

@@ -58,6 +58,20 @@ class Pretrained:
   directory: pathlib.Path
 
 
+def lower_layers(model: Pretrained, layers: int) -> Pretrained:
+  """The model cut after its first ``layers`` transformer layers (0 or the full depth: unchanged): a smaller
+  encoder of the same family whose output is the original's layer ``layers`` output. Heads that read the top
+  layer (pooler, MLM) are dropped. Saved with ``save_pretrained`` it is a regular checkpoint of that depth."""
+  if not layers or layers == model.config.num_layers:
+    return model
+  if not 0 < layers < model.config.num_layers:
+    raise ValueError(f"cannot keep {layers} of the model's {model.config.num_layers} layers")
+  params = {k: v for k, v in model.params.items()
+            if not (k.startswith("layer_") and int(k.rsplit("_", 1)[1]) >= layers)}
+  return dataclasses.replace(model, config=dataclasses.replace(model.config, num_layers=layers), params=params,
+                             heads={})
+
+
 # ----------------------------------------------------------------------------------------------- names
 
 _LAYER_MAP = {

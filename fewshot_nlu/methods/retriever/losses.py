@@ -11,6 +11,13 @@ Reductions, for label column i' of query (i, j):
   * ``min-max`` (Eq. 5): min_{j'} over the query's own label (the query included, as Eq. 5 is written),
                           max_{j'} over every other label.
 
+Non-slot spans (an extension, ``retriever.negative_spans``; not in the paper): Yu et al.'s error analysis finds
+that most errors come from invalid query spans ("book a", a word beside the gold span) retrieving a labelled
+span with a high score, while training only ever sees gold spans. With ``negatives`` (vectors of spans of the
+batch's utterances that are no gold slot) the softmax gets one more column, "none", scored by the most similar
+of those spans (the ``max`` reduction over them); gold queries are trained to prefer their label over it, so
+spans that are no slot are pushed away from every slot. Negatives are candidates only, never queries.
+
 Written over labels rather than over a fixed [N, B] layout, so padding rows (``valid`` False) and a label with
 fewer than B members in the batch are handled: a reduction runs over the valid members of each label only;
 a label with no member (or, for ``max``, no member but the query itself) is left out of the softmax. The
@@ -55,17 +62,24 @@ def reduce_label_scores(scores: jax.Array, labels: jax.Array, valid: jax.Array, 
 
 
 def batch_softmax_loss(z: jax.Array, labels: jax.Array, valid: jax.Array, num_labels: int,
-                       reduction: str = "max") -> tuple[jax.Array, jax.Array]:
+                       reduction: str = "max", negatives: jax.Array | None = None,
+                       negatives_valid: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
   """Retriever's training loss (§5.1): mean over valid query spans of
 
       -log softmax(S_hat_i^j)[l_i],   S_hat_i^j = reduce_{label}(S_i^j)   (Eq. 1-5; s = dot product)
 
   ``z`` [M, D] span (or [CLS]) vectors of the global batch. Returns (loss, accuracy of argmax S_hat = gold).
   A query whose own label has no other member under ``max`` has no gold score and is skipped.
+  ``negatives`` [P, D] (with ``negatives_valid`` [P]): non-slot spans, one more softmax column scored
+  max_p s(z_i^j, z_p) (module docstring); a query is then also wrong when that column wins.
   """
   scores = jnp.einsum("md,nd->mn", z, z, preferred_element_type=jnp.float32)
   reduced, present = reduce_label_scores(scores, labels, valid, num_labels, reduction)
   logits = jnp.where(present, reduced, _MASKED)
+  if negatives is not None:
+    against = jnp.einsum("md,pd->mp", z, negatives, preferred_element_type=jnp.float32)
+    none = jnp.max(jnp.where(negatives_valid[None, :], against, _MASKED), axis=1, keepdims=True)
+    logits = jnp.concatenate([logits, none], axis=1)
   gold_present = jnp.take_along_axis(present, labels[:, None], axis=1)[:, 0]
   anchors = valid & gold_present
   log_prob = jax.nn.log_softmax(logits, axis=-1)

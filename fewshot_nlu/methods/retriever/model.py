@@ -128,7 +128,8 @@ class SlotFillerModel:
     pretrained.save_pretrained(directory, enc.cfg, enc.params, enc.tokenizer, encoder_heads)
     self.save_rows(directory)
     meta = {"kind": self.kind, "max_length": enc.max_length, "max_words": self.retriever.max_words,
-            "inference": self.retriever.inference, "backend": self.retriever.backend, "threshold": self.threshold,
+            "inference": self.retriever.inference, "similarity": self.retriever.similarity,
+            "backend": self.retriever.backend, "threshold": self.threshold,
             **self.decoding, "labels": self.labels, "notes": self.notes}
     protocol.write_meta(directory, META_FILE, meta)
     return directory
@@ -145,7 +146,7 @@ class SlotFillerModel:
     encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=meta["max_length"],
                           batch_size=batch_size)
     retriever = SlotRetriever(encoder, max_words=meta["max_words"], inference=meta["inference"],
-                              backend=meta["backend"])
+                              backend=meta["backend"], similarity=meta.get("similarity", "dot"))
     support = protocol.read_jsonl(directory / SUPPORT_FILE)
     return cls(retriever, support, threshold=meta["threshold"], beam_size=meta["beam_size"],
                merge_threshold=meta["merge_threshold"], threshold_step=meta["threshold_step"],

@@ -7,10 +7,15 @@ For each fold k in ``data.folds`` (test domain = fold k's, development domain = 
      ``retriever.per_label_batch`` spans per label, lr 2e-5 with 10% warm-up; early stopping on the
      development domain's F1 (``retriever.dev_episodes`` episodes of ``fold{k}_valid``, best threshold).
   2. Choose the domain's threshold on the development domain by grid search over ``retriever.thresholds``
-     (App. A.1: [0.85, 0.97] in steps of 0.05).
+     (App. A.1: [0.85, 0.97] in steps of 0.05; the config's grid is wider, see its docstring).
   3. Test on ``retriever.test_episodes`` episodes of ``fold{k}_test`` (0 = all 100): per episode, the support
      set's labelled spans are indexed and every query utterance decoded (``spans.SlotRetriever``,
      ``decoding``); F1 per episode (conlleval-style, ``evaluation.span_f1``), averaged over episodes.
+
+``retriever.encoder_layers`` > 0 cuts the encoder after that many layers before anything runs (span vectors
+from that layer; training, evaluation and the export use the cut model). Evaluation encodes each distinct
+utterance of a domain's episodes once (``spans.SpanEncoder``), so all 100 development episodes cost about as
+much as one pass over the domain's ~1,300 utterances.
 
 Writes ``fold{k}/`` (checkpoints, ``best/``, ``results.json``, ``predictions.tsv``, ``export/``) per fold, then
 ``results.json`` and ``results.md`` (per-domain and average F1, Table 2's layout) in the workdir, and prints
@@ -46,7 +51,7 @@ from fewshot_nlu.evaluation.span_f1 import SpanCounts
 from fewshot_nlu.methods.retriever import training as retriever_training
 from fewshot_nlu.methods.retriever.decoding import decode, to_bio
 from fewshot_nlu.methods.retriever.model import SlotFillerModel
-from fewshot_nlu.methods.retriever.spans import INFERENCE, SlotRetriever, SpanEncoder
+from fewshot_nlu.methods.retriever.spans import INFERENCE, SIMILARITIES, SlotRetriever, SpanEncoder
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +64,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
   r = config.retriever
   retriever_training.validate(config)
   config_checks.require_choice(config, "retriever.inference", INFERENCE)
+  config_checks.require_choice(config, "retriever.similarity", SIMILARITIES)
+  config_checks.require_non_negative(config, "retriever.encoder_layers")
   config_checks.require_positive(config, "retriever.max_words", "retriever.beam_size")
   config_checks.require_non_negative(config, "retriever.dev_episodes", "retriever.test_episodes",
                                      "retriever.threshold_retries")
@@ -128,7 +135,8 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
   def slot_retriever(params):
     encoder = SpanEncoder(model.config, params, model.tokenizer, max_length=config.model.max_length,
                           batch_size=config.eval.batch_size, dtype=DTYPES[config.model.dtype])
-    return SlotRetriever(encoder, max_words=r.max_words, inference=r.inference, backend=r.index_backend)
+    return SlotRetriever(encoder, max_words=r.max_words, inference=r.inference, backend=r.index_backend,
+                         similarity=r.similarity)
 
   def dev_f1(params) -> np.ndarray:
     return episode_f1(slot_retriever(params), dev, r.thresholds, decoding, desc="dev episodes").mean(0)
@@ -142,7 +150,8 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
   params, best_f1 = model.params, None
   if r.train:
     utterances = source_utterances(load_episodes(builder, f"fold{fold}_train"))
-    items = retriever_training.slot_items(model.tokenizer, utterances, config.model.max_length)
+    items = retriever_training.slot_items(model.tokenizer, utterances, config.model.max_length,
+                                          negatives=r.negative_spans, max_words=r.max_words, seed=config.seed)
     log.info("fold %d: training on %d slot spans of %d source utterances (%d slot labels)", fold, len(items),
              len(utterances), len(items.label_names))
     start = time.perf_counter()
@@ -183,7 +192,7 @@ def table(rows: list[dict]) -> str:
 
 
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
-  model = pretrained.load_pretrained(config.model.name)
+  model = pretrained.lower_layers(pretrained.load_pretrained(config.model.name), config.retriever.encoder_layers)
   if config.model.max_length > model.config.max_length:
     raise config_checks.ConfigError(f"config.model.max_length: {config.model.max_length} exceeds the model's "
                                     f"{model.config.max_length} positions")

@@ -2,14 +2,15 @@
 §5.2's decoding.
 
 ``SpanEncoder`` embeds word spans: the concatenation of the contextual vectors of a span's first and last word
-piece (§5.1, after Toshniwal et al. 2020). The utterances of a batch are padded to a length bucket and all
-their spans (padded to a power-of-two count) are gathered in the same jitted pass, so one program per
-(length bucket, span count) compiles.
+piece (§5.1, after Toshniwal et al. 2020). Each distinct utterance is encoded once (one program per length
+bucket) and its word-piece states kept, so every span of it, and every episode it appears in, costs a lookup.
 
-``SlotRetriever`` indexes the labelled spans of a support set (``index.Index``, dot product, exact or ScaNN)
-and, for every span of up to ``max_words`` words of a query utterance, retrieves its nearest labelled span.
-That hit's score is normalised to [0, 1] as the cosine of the two span vectors (§5.2: "we normalize the
-similarity scores by L2-norm"), clipped at 0, and becomes a ``decoding.Candidate``. With
+``SlotRetriever`` indexes the labelled spans of a support set (``index.Index``, exact or ScaNN) and, for every
+span of up to ``max_words`` words of a query utterance, retrieves its nearest labelled span. The score is
+normalised to [0, 1] as the cosine of the two span vectors (§5.2: "we normalize the similarity scores by
+L2-norm"), clipped at 0, and becomes a ``decoding.Candidate``. ``similarity="cosine"`` (the default) also
+retrieves by that cosine; ``"dot"`` retrieves by the raw dot product of the training objective and reports the
+hit's cosine (the two differ when span norms differ; measured in bench/results/retriever.md). With
 ``inference="prototype"`` (the Proto baseline) the index holds one vector per label, the mean of its support
 spans, instead of the spans themselves.
 """
@@ -25,28 +26,31 @@ import numpy as np
 
 from fewshot_nlu.data import batching
 from fewshot_nlu.data.bio import bio_spans
-from fewshot_nlu.encoders import inference, pooling, transformer
+from fewshot_nlu.encoders import inference, transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
 from fewshot_nlu.evaluation.prototypes import label_means
 from fewshot_nlu.index import Index
+from fewshot_nlu.index import normalize as l2_normalize
 from fewshot_nlu.methods.retriever.decoding import Candidate, decode, enumerate_spans
 
 INFERENCE = ("nearest", "prototype")
+SIMILARITIES = ("cosine", "dot")
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "dtype"))
-def span_vectors(params, input_ids, attention_mask, starts, ends, *, cfg, dtype):
-  """[B, S, 2H] first+last word-piece vectors of the spans (``starts``/``ends`` [B, S] piece positions)."""
+def token_states(params, input_ids, attention_mask, *, cfg, dtype):
+  """[B, L, H] contextual vectors of every word piece (float32)."""
   hidden = transformer.encoder_for(cfg, params, dtype).apply({"params": params}, input_ids, attention_mask)
-  return pooling.span_first_last(hidden, starts, ends).astype(jnp.float32)
-
-
-def _power_of_two(n: int) -> int:
-  return 1 << max(0, n - 1).bit_length()
+  return hidden.astype(jnp.float32)
 
 
 class SpanEncoder:
-  """Word spans of pre-split utterances -> first+last word-piece vectors (numpy, float32)."""
+  """Word spans of pre-split utterances -> first+last word-piece vectors (numpy, float32).
+
+  The word-piece states of each distinct utterance are computed once and kept (keyed by its words; the cache
+  belongs to this encoder's params), so the episodes of a domain, which share most of their utterances, cost
+  one encoding of each utterance; a span's vector is then two rows of its utterance's states.
+  """
 
   def __init__(self, cfg: transformer.EncoderConfig, params: Any, tokenizer: Tokenizer, *, max_length: int = 64,
                batch_size: int = 32, dtype=jnp.float32):
@@ -56,28 +60,36 @@ class SpanEncoder:
     self.max_length, self.batch_size, self.dtype = max_length, batch_size, dtype
     self.buckets = batching.length_buckets(max_length, batching.INFERENCE_BUCKETS)
     self.dim = 2 * cfg.hidden_size
+    self._states: dict[tuple[str, ...], tuple[np.ndarray, list[tuple[int, int]]]] = {}
+
+  def states(self, word_lists: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
+    """Per utterance, (its [pieces, H] states, per word its (first, last) piece), encoding the new ones."""
+    keys = [tuple(words) for words in word_lists]
+    missing = list(dict.fromkeys(k for k in keys if k not in self._states))
+    if missing:
+      encoded = self.tokenizer.encode_words(missing, self.max_length)
+      computed = inference.encode_bucketed(
+          [ids for ids, _ in encoded],
+          lambda batch, rows: token_states(self.params, batch["input_ids"], batch["attention_mask"],
+                                           cfg=self.cfg, dtype=self.dtype),
+          pad_id=self.tokenizer.pad_id, buckets=self.buckets, batch_size=self.batch_size,
+          row_sizes=[len(ids) for ids, _ in encoded])
+      self._states.update(zip(missing, ((np.ascontiguousarray(c), pieces)
+                                        for c, (_, pieces) in zip(computed, encoded))))
+    return [self._states[k] for k in keys]
 
   def encode(self, word_lists: Sequence[Sequence[str]], spans: Sequence[Sequence[tuple[int, int]]]
              ) -> list[np.ndarray]:
     """Per utterance, a [len(spans[u]), 2H] array: the vectors of its word spans [start, end). A span with a
     word cut off by truncation gets a zero vector (it can retrieve nothing with a positive score)."""
-    encoded = self.tokenizer.encode_words(word_lists, self.max_length)
-    def vectors(batch, rows):
-      width = _power_of_two(max(1, max(len(spans[u]) for u in rows)))
-      starts = np.zeros((self.batch_size, width), np.int32)
-      ends = np.zeros((self.batch_size, width), np.int32)
-      kept = np.zeros((self.batch_size, width), bool)
-      for r, u in enumerate(rows):
-        pieces = encoded[u][1]
-        for s, span in enumerate(spans[u]):
-          if pieces_ok(pieces, span):
-            starts[r, s], ends[r, s], kept[r, s] = pieces[span[0]][0], pieces[span[1] - 1][1], True
-      found = span_vectors(self.params, batch["input_ids"], batch["attention_mask"], starts, ends, cfg=self.cfg,
-                           dtype=self.dtype)
-      return np.where(kept[..., None], np.asarray(found), 0.0)
-    return inference.encode_bucketed([ids for ids, _ in encoded], vectors, pad_id=self.tokenizer.pad_id,
-                                     buckets=self.buckets, batch_size=self.batch_size,
-                                     row_sizes=[len(s) for s in spans])
+    out = []
+    for (hidden, pieces), utterance_spans in zip(self.states(word_lists), spans):
+      vectors = np.zeros((len(utterance_spans), self.dim), np.float32)
+      for s, span in enumerate(utterance_spans):
+        if pieces_ok(pieces, span):
+          vectors[s] = np.concatenate([hidden[pieces[span[0]][0]], hidden[pieces[span[1] - 1][1]]])
+      out.append(vectors)
+    return out
 
 
 def pieces_ok(pieces: Sequence[tuple[int, int]], span: tuple[int, int]) -> bool:
@@ -94,10 +106,13 @@ class SlotRetriever:
   """Few-shot slot filling by span retrieval from a support set of BIO-labelled utterances."""
 
   def __init__(self, encoder: SpanEncoder, *, max_words: int = 7, inference: str = "nearest",
-               backend: str = "exact"):
+               backend: str = "exact", similarity: str = "cosine"):
     if inference not in INFERENCE:
       raise ValueError(f"inference {inference!r} unknown; choose one of {INFERENCE}")
+    if similarity not in SIMILARITIES:
+      raise ValueError(f"similarity {similarity!r} unknown; choose one of {SIMILARITIES}")
     self.encoder, self.max_words, self.inference, self.backend = encoder, max_words, inference, backend
+    self.similarity = similarity
     self.index: Index | None = None
 
   def set_support(self, utterances: Sequence[dict]) -> int:
@@ -117,6 +132,8 @@ class SlotRetriever:
     if self.inference == "prototype":
       labels, matrix = label_means(matrix, [p["label"] for p in payloads])
       payloads = [{"label": l, "text": f"<prototype of {l}>", "utterance": ""} for l in labels]
+    if self.similarity == "cosine":
+      matrix = l2_normalize(matrix)
     self.index = Index.build(matrix, payloads, metric="dot", backend=self.backend)
     return len(self.index)
 
@@ -126,6 +143,8 @@ class SlotRetriever:
       raise ValueError("no support set: call set_support first")
     spans = [enumerate_spans(len(words), self.max_words) for words in word_lists]
     vectors = self.encoder.encode(word_lists, spans)
+    if self.similarity == "cosine":
+      vectors = [l2_normalize(v) for v in vectors]
     out = []
     for utterance_spans, vecs in zip(spans, vectors):
       if not utterance_spans:

@@ -35,6 +35,7 @@ from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import frozen_prefix, pooling, pretrained, transformer
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.methods.retriever.losses import REDUCTIONS, batch_softmax_loss
+from fewshot_nlu.methods.retriever.decoding import enumerate_spans
 from fewshot_nlu.methods.retriever.spans import labelled_spans, pieces_ok
 from fewshot_nlu.train import run as train_run
 from fewshot_nlu.train.metrics import MetricWriter
@@ -46,13 +47,18 @@ BEST = "best"
 
 @dataclasses.dataclass
 class SpanItems:
-  """Training items: token ids of the item's utterance, its span's first/last piece, its label id."""
+  """Training items: token ids of the item's utterance, its span's first/last piece, its label id; and for
+  slots, ``negative_first`` / ``negative_last`` [items, K]: the pieces of K spans of the same utterance that
+  are no gold slot (``negative_valid`` False where the utterance has fewer), the loss's "none" column."""
 
   token_ids: list[list[int]]
   first: np.ndarray
   last: np.ndarray
   label_ids: np.ndarray
   label_names: list[str]
+  negative_first: np.ndarray | None = None
+  negative_last: np.ndarray | None = None
+  negative_valid: np.ndarray | None = None
 
   def __len__(self) -> int:
     return len(self.token_ids)
@@ -64,18 +70,34 @@ def _label_ids(labels: Sequence[str]) -> tuple[np.ndarray, list[str]]:
   return np.array([index[l] for l in labels], np.int32), names
 
 
-def slot_items(tokenizer, utterances: Sequence[dict], max_length: int) -> SpanItems:
+def slot_items(tokenizer, utterances: Sequence[dict], max_length: int, *, negatives: int = 0,
+               max_words: int = 7, seed: int = 0) -> SpanItems:
   """One item per gold slot span of ``utterances`` (``{"tokens", "tags"}``); spans cut by truncation are
-  dropped."""
+  dropped. With ``negatives`` = K, each item also carries K spans of up to ``max_words`` words of its utterance
+  that are no gold slot (partial and overlong slots included), drawn without replacement (seeded)."""
+  rng = np.random.default_rng(seed)
   encoded = tokenizer.encode_words([u["tokens"] for u in utterances], max_length)
-  ids, first, last, labels = [], [], [], []
+  ids, first, last, labels, negative_pieces = [], [], [], [], []
   for u, (token_ids, pieces) in zip(utterances, encoded):
-    for start, end, label in labelled_spans(u["tags"]):
+    gold = labelled_spans(u["tags"])
+    others = [span for span in enumerate_spans(len(u["tokens"]), max_words)
+              if span not in {(s, e) for s, e, _ in gold} and pieces_ok(pieces, span)]
+    for start, end, label in gold:
       if pieces_ok(pieces, (start, end)):
         ids.append(token_ids), first.append(pieces[start][0]), last.append(pieces[end - 1][1])
         labels.append(label)
+        drawn = rng.choice(len(others), min(negatives, len(others)), replace=False) if negatives else []
+        negative_pieces.append([(pieces[others[i][0]][0], pieces[others[i][1] - 1][1]) for i in drawn])
   label_ids, names = _label_ids(labels)
-  return SpanItems(ids, np.array(first, np.int32), np.array(last, np.int32), label_ids, names)
+  items = SpanItems(ids, np.array(first, np.int32), np.array(last, np.int32), label_ids, names)
+  if negatives:
+    items.negative_first = np.zeros((len(ids), negatives), np.int32)
+    items.negative_last = np.zeros((len(ids), negatives), np.int32)
+    items.negative_valid = np.zeros((len(ids), negatives), bool)
+    for i, spans in enumerate(negative_pieces):
+      for k, (a, b) in enumerate(spans):
+        items.negative_first[i, k], items.negative_last[i, k], items.negative_valid[i, k] = a, b, True
+  return items
 
 
 def utterance_items(tokenizer, texts: Sequence[str], labels: Sequence[str], max_length: int) -> SpanItems:
@@ -91,7 +113,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
   r = config.retriever
   config_checks.require_choice(config, "retriever.reduction", REDUCTIONS)
   config_checks.require_positive(config, "retriever.per_label_batch")
-  config_checks.require_non_negative(config, "retriever.eval_every", "retriever.patience")
+  config_checks.require_non_negative(config, "retriever.eval_every", "retriever.patience", "retriever.cosine_scale",
+                                     "retriever.negative_spans")
   if r.train and not config.train.get("max_steps", 0) and config.train.epochs <= 0:
     raise config_checks.ConfigError("config.train.epochs: must be > 0")
 
@@ -100,16 +123,26 @@ def make_loss_fn(cfg: transformer.EncoderConfig, config, num_labels: int, span: 
   """Batch-softmax loss of the encoder's span vectors (``span``: first+last pieces) or [CLS] vectors."""
   dtype = DTYPES[config.model.dtype]
   reduction = config.retriever.reduction
+  cosine_scale = config.retriever.cosine_scale
 
   def loss_fn(params, batch, rng):
     hidden = frozen_prefix.encode_tokens(cfg, params["encoder"], batch["text_ids"], batch["text_mask"], dtype=dtype,
                                          deterministic=False, rng=rng)
+    def similarity_space(z):  # s = scale * cos instead of the dot product (the similarity retrieval uses)
+      z = z.astype(np.float32)
+      return pooling.l2_normalize(z) * np.sqrt(cosine_scale) if cosine_scale else z
+
     if span:
       z = pooling.span_first_last(hidden, batch["first"][:, None], batch["last"][:, None])[:, 0]
     else:
       z = hidden[:, 0]
-    loss, accuracy = batch_softmax_loss(z.astype(np.float32), batch["label"], batch["valid"], num_labels,
-                                        reduction)
+    negatives = negatives_valid = None
+    if "negative_first" in batch:
+      negatives = similarity_space(pooling.span_first_last(hidden, batch["negative_first"], batch["negative_last"]))
+      negatives = negatives.reshape(-1, negatives.shape[-1])
+      negatives_valid = (batch["negative_valid"] & batch["valid"][:, None]).reshape(-1)
+    loss, accuracy = batch_softmax_loss(similarity_space(z), batch["label"], batch["valid"], num_labels, reduction,
+                                        negatives, negatives_valid)
     return loss, {"accuracy": accuracy}
 
   return loss_fn
@@ -124,6 +157,9 @@ def item_stream(items: SpanItems, config, global_batch: int, pad_id: int,
   tokens = frozen_prefix.cached_or_ids(items.token_ids, cache)
   sides = {"text": (tokens, batching.length_buckets(config.model.max_length))}
   fields = {"first": items.first, "last": items.last, "label": items.label_ids}
+  if items.negative_first is not None:
+    fields.update(negative_first=items.negative_first, negative_last=items.negative_last,
+                  negative_valid=items.negative_valid)
   return EpochStream(len(items), global_batch, batching.padded_batcher(sides, pad_id, fields), seed=config.seed,
                      plan=plan)
 
