@@ -25,6 +25,7 @@ from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.index import normalize as l2_normalize
 from fewshot_nlu.methods.retriever.decoding import Candidate, decode, enumerate_spans
 from fewshot_nlu.methods.retriever.spans import SlotRetriever, SpanEncoder, labelled_spans
+from fewshot_nlu.methods.retriever.support import read_support
 from fewshot_nlu.models import protocol
 from fewshot_nlu.models.protocol import Neighbour, Slot, SlotPrediction
 
@@ -72,6 +73,14 @@ class SlotFillerModel:
       rows.append({"tokens": tokens, "tags": tags})
     self.retriever.set_support(self.support + rows)
     self.support.extend(rows)
+
+  def replace_support(self, utterances: Sequence[dict]) -> None:
+    """Makes ``utterances`` (e.g. ``support.read_support(path)``) the whole support set: the same trained span
+    encoder answers for another domain's slots, without retraining."""
+    if not utterances:
+      raise ValueError("the support set is empty")
+    self.support = []
+    self.add_support(utterances)
 
   def add_examples(self, texts: Sequence[str], labels: Sequence[str | Sequence[str]]) -> None:
     """Adds labelled utterances: ``texts`` split on whitespace, ``labels`` their BIO tags (a sequence per text,
@@ -139,7 +148,10 @@ class SlotFillerModel:
     protocol.write_jsonl(pathlib.Path(directory) / SUPPORT_FILE, self.support)
 
   @classmethod
-  def load(cls, directory: str | pathlib.Path, *, batch_size: int = 32) -> "SlotFillerModel":
+  def load(cls, directory: str | pathlib.Path, *, batch_size: int = 32,
+           support: str | pathlib.Path | None = None) -> "SlotFillerModel":
+    """The export in ``directory``; with ``support`` (a ``seq.in``/``seq.out`` folder or a JSONL file, see
+    ``methods.retriever.support``) that support set instead of the exported one."""
     directory = pathlib.Path(directory)
     meta = protocol.read_meta(directory, META_FILE, "the export/ folder of a Retriever fold")
     model = pretrained.load_pretrained(str(directory))
@@ -147,7 +159,7 @@ class SlotFillerModel:
                           batch_size=batch_size)
     retriever = SlotRetriever(encoder, max_words=meta["max_words"], inference=meta["inference"],
                               backend=meta["backend"], similarity=meta.get("similarity", "dot"))
-    support = protocol.read_jsonl(directory / SUPPORT_FILE)
+    support = read_support(support) if support is not None else protocol.read_jsonl(directory / SUPPORT_FILE)
     return cls(retriever, support, threshold=meta["threshold"], beam_size=meta["beam_size"],
                merge_threshold=meta["merge_threshold"], threshold_step=meta["threshold_step"],
                threshold_retries=meta["threshold_retries"], notes=meta.get("notes"))
