@@ -38,6 +38,7 @@ VARIANTS = {
     "paperinit": ("QAID, paper init (random 128-d, lr 1e-5, QA)",
                   ("{qaid}", *DEV, "--config.qaid.projection_dim=128", "--config.qaid.projection_init=random",
                    "--config.train.learning_rate=1e-5", "--config.qaid.match=qa")),
+    "select": ("QAID (ours), step selected on valid", ("{qaid}", *DEV, "--config.eval.select_best=True")),
     "fp2": ("QAID (ours) + frozen prefix 2", ("{qaid}", *DEV, "--config.train.frozen_prefix_layers=2")),
     "convfit": ("ConvFiT (OCL, 1-NN)", ("--config=configs/convfit_{dataset}.py:{shots}",
                                         "--config.eval.before_training=False")),

@@ -45,6 +45,7 @@ def add_qaid_fields(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
   config.train.frozen_prefix_layers = -1  # >= 0: freeze embeddings + this many layers (run, not cached)
   config.eval.dev_split = ""  # e.g. "valid": accuracy on it at step 0 and every eval.dev_every steps (recorded only)
   config.eval.dev_every = 20
+  config.eval.select_best = False  # True: evaluate and export the best step on eval.dev_split (not the last)
 
   q = config.qaid = ml_collections.ConfigDict()
   q.stage = "finetune"  # "pretrain" | "finetune"

@@ -12,6 +12,8 @@ import pytest
 
 from configs import qaid_banking77
 from fewshot_nlu import main
+from fewshot_nlu.config_checks import ConfigError
+from fewshot_nlu.data import splits
 from fewshot_nlu.encoders import frozen_prefix, pretrained, transformer
 from fewshot_nlu.methods.qaid import late_interaction, warm_start
 from fewshot_nlu.methods.qaid import train as qaid
@@ -120,3 +122,27 @@ def test_qaid_with_a_frozen_prefix_keeps_it_bit_identical_and_records_the_dev_cu
   assert all(jax.tree.leaves({k: same[k] for k in ("embeddings", "layer_0")}))
   assert not all(jax.tree.leaves(same["layer_1"]))  # the layer above the prefix trained
   assert (tmp_path / "run" / "export" / late_interaction.PROJECTION_FILE).exists()
+
+
+def test_select_best_evaluates_and_exports_the_best_development_step(tmp_path, tiny_bert_dir):
+  data = _toy_data(tmp_path / "data")
+  config = _overrides(qaid_banking77.get_config("10"), data, tiny_bert_dir)
+  config.eval.dev_split = "valid"
+  config.eval.dev_every = 1
+  config.eval.select_best = True
+  config.train.learning_rate = 5e-3  # large: the curve moves, so the chosen step matters
+  results = main.run(config, tmp_path / "run")
+  curve = results["dev_curve"]
+  best = max(curve, key=lambda p: (p["accuracy"], -p["step"]))  # the earliest of the best
+  assert results["selected_step"] == best["step"] and results["selected_dev_accuracy"] == best["accuracy"]
+  exported = pretrained.load_pretrained(str(tmp_path / "run" / "export")).params
+  kept = pretrained.load_pretrained(str(tmp_path / "run" / "best")).params
+  assert all(jax.tree.leaves(jax.tree.map(lambda a, b: np.array_equal(np.asarray(a), np.asarray(b)), exported, kept)))
+  # the reported accuracy is the selected model's on the eval split: re-evaluating the export agrees
+  reloaded = QAIDModel.load(tmp_path / "run" / "export", batch_size=8)
+  split = splits.read_split(config, config.data.eval_split)
+  predicted = [p.label for p in reloaded.predict(split.texts)]
+  assert np.mean(np.array(predicted) == np.array(split.labels)) == pytest.approx(results["accuracy"])
+  config.eval.dev_split = ""
+  with pytest.raises(ConfigError, match="select_best: needs config.eval.dev_split"):
+    main.run(config, tmp_path / "other")

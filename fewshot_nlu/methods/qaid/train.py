@@ -14,7 +14,10 @@ change at every step, so the prefix is run, not cached.
 
 Development curve: with ``eval.dev_split`` set, the accuracy on that split of every inference mode
 (``qaid.match``'s is ``accuracy``) is measured at step 0 and every ``eval.dev_every`` steps (``results.json``
-``dev_curve``, ``metrics.jsonl`` ``dev/accuracy*``); nothing is selected by it.
+``dev_curve``, ``metrics.jsonl`` ``dev/accuracy*``). With ``eval.select_best`` the model of the best-scoring
+step on it (``qaid.match``'s accuracy; the earliest on ties) is the one evaluated and exported: it is saved to
+``<workdir>/best`` (with ``best.json``: step, accuracy) when it is measured, so an interrupted run resumes
+knowing it; without it the last step's model is used.
 
 Augmentation (§2.1, §3.2): two views of every text, each with BERT's 80/10/10 token masking
 (``data.masking``, ``qaid.mask_rate`` = 0.15) and encoder dropout (the model's own 10%).
@@ -110,6 +113,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if config.eval.dev_split:
     splits.require_splits(config, builder, "eval.dev_split", [config.eval.dev_split])
     config_checks.require_positive(config, "eval.dev_every")
+  elif config.eval.select_best:
+    raise config_checks.ConfigError("config.eval.select_best: needs config.eval.dev_split (the development data "
+                                    "the step is selected on)")
   if config.qaid.intent_descriptions:
     path = pathlib.Path(config.qaid.intent_descriptions).expanduser()
     if not path.is_file():
@@ -396,17 +402,35 @@ def accuracy_by_match(qaid: QAIDModel, split) -> dict[str, float]:
   return out
 
 
-def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, train_split, writer, curve: list):
+BEST = "best"
+
+
+def read_best(workdir: pathlib.Path) -> dict | None:
+  """The development-selected step so far (``eval.select_best``), or None."""
+  path = workdir / BEST / "best.json"
+  return json.loads(path.read_text()) if path.exists() else None
+
+
+def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, train_split, writer, curve: list,
+                       workdir: pathlib.Path):
   """``(measure, callback)`` recording the accuracy on ``eval.dev_split`` at step 0 and every
   ``eval.dev_every`` steps into ``curve`` and ``dev/accuracy`` (and the accuracy of every inference mode of the
-  same model, ``by_match``); ``(None, None)`` without a dev split."""
+  same model, ``by_match``); with ``eval.select_best`` a better model is saved to ``<workdir>/best``.
+  ``(None, None)`` without a dev split."""
   if config.qaid.stage != "finetune" or not config.eval.dev_split:
     return None, None
   dev = splits.read_split(config, config.eval.dev_split)
+  best = read_best(workdir) or {"step": None, "accuracy": -1.0}
 
   def measure(step: int, params: dict) -> None:
     start = time.perf_counter()
-    by_match = accuracy_by_match(retrieval_model(config, model, params, labels, answers, train_split), dev)
+    qaid = retrieval_model(config, model, params, labels, answers, train_split)
+    by_match = accuracy_by_match(qaid, dev)
+    if config.eval.select_best and by_match[config.qaid.match] > best["accuracy"]:
+      best.update(step=step, accuracy=by_match[config.qaid.match])
+      if jax.process_index() == 0:
+        qaid.save(workdir / BEST, encoder_heads=export_heads(params, model.config, model.heads))
+        (workdir / BEST / "best.json").write_text(json.dumps(best, indent=1) + "\n")
     curve.append({"step": step, "accuracy": by_match[config.qaid.match], "by_match": by_match,
                   "seconds": round(time.perf_counter() - start, 1)})
     writer.write(step, {"accuracy": by_match[config.qaid.match],
@@ -453,7 +477,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
       model.config, config.train.frozen_prefix_layers)
   curve: list[dict] = []
   measure, callback = dev_curve_callback(config, model, labels, answers,
-                                         None if config.qaid.stage == "pretrain" else train_split, writer, curve)
+                                         None if config.qaid.stage == "pretrain" else train_split, writer, curve,
+                                         workdir)
   start = time.perf_counter()
   if measure is not None:
     measure(0, params)
@@ -476,6 +501,11 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
                                                "utterances": results["utterances"]}, indent=1) + "\n")
   else:
     qaid = retrieval_model(config, model, params, labels, answers, train_split)
+    if config.eval.select_best and read_best(workdir):
+      selected = read_best(workdir)
+      results.update(selected_step=selected["step"], selected_dev_accuracy=selected["accuracy"])
+      qaid = QAIDModel.load(workdir / BEST, batch_size=config.eval.batch_size, dtype=DTYPES[config.model.dtype])
+      heads = dict(pretrained.load_pretrained(str(workdir / BEST)).heads)
     start = time.perf_counter()
     results.update(knn.evaluate_intent_model(qaid, eval_split, workdir))
     results["eval_seconds"] = round(time.perf_counter() - start, 1)
