@@ -12,7 +12,9 @@ showing the evidence behind each prediction:
   python -m fewshot_nlu.predict --model DIR --input queries.txt --output predictions.jsonl
   python -m fewshot_nlu.predict --model DIR --add more_examples.tsv --save "I lost my card"
 
-``--add`` adds labelled examples (a TSV of ``text<TAB>label`` lines; for a slot filler ``text<TAB>BIO tags``,
+``--support`` (slot filler) swaps in another support set: a ``seq.in``/``seq.out`` folder or a JSONL of
+``{"tokens": [...], "tags": [...]}`` (``methods.retriever.support``), so one trained span encoder fills the
+slots of a new domain. ``--add`` adds labelled examples (a TSV of ``text<TAB>label`` lines; for a slot filler ``text<TAB>BIO tags``,
 one tag per word) before predicting, without retraining: inference-time pool augmentation (ConvFiT Figure 6),
 new intents / slot labels; ``--save`` writes them back into the model. A multi-label model refuses ``--add``
 (its classifier would need retraining).
@@ -70,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="evidence to show: nearest examples / intent names / most likely intents (default 3)")
   parser.add_argument("--add", help="a TSV of text<TAB>label examples (slot filler: text<TAB>BIO tags) to add "
                       "before predicting")
-  parser.add_argument("--save", action="store_true", help="with --add: save the grown examples into --model")
+  parser.add_argument("--support", help="slot filler: answer from this support set instead of the exported one "
+                      "(a folder with seq.in + seq.out, or a JSONL of {\"tokens\", \"tags\"}; no retraining)")
+  parser.add_argument("--save", action="store_true", help="with --add / --support: save the examples into --model")
   args = parser.parse_args(argv)
   os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -80,11 +84,19 @@ def main(argv: list[str] | None = None) -> int:
       texts += [l.strip() for l in pathlib.Path(args.input).read_text(encoding="utf-8").splitlines() if l.strip()]
     extra = read_examples(pathlib.Path(args.add)) if args.add else None
     model = load_model(args.model)
+    if args.support:
+      if getattr(model, "kind", None) != "slot_filler":
+        raise ValueError(f"--support: {args.model} is a {getattr(model, 'kind', '?')} model; only a slot filler "
+                         "(a Retriever fold's export) answers from a support set")
+      from fewshot_nlu.methods.retriever.support import read_support
+      model.replace_support(read_support(args.support))
+      print(f"support set: {len(model)} utterances from {args.support} ({len(model.labels)} slot labels)",
+            file=sys.stderr)
     if extra:
       model.add_examples(*extra)
       print(f"added {len(extra[0])} examples ({len(model)} in all)", file=sys.stderr)
-      if args.save:
-        model.save_rows(args.model)
+    if (extra or args.support) and args.save:
+      model.save_rows(args.model)
   except (OSError, ValueError, NotImplementedError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

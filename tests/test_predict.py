@@ -216,6 +216,26 @@ def test_slot_filler_export_prints_slots_with_evidence_and_grows(tiny_bert_dir, 
   assert code == 2 and "3 words but 2 tags" in err
 
 
+def test_slot_filler_answers_from_a_support_folder_given_on_the_command_line(tiny_bert_dir, tmp_path, capsys):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  span_encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  export = SlotFillerModel(SlotRetriever(span_encoder, max_words=3), SUPPORT[:1], threshold=0.9).save(
+      tmp_path / "export")
+  folder = tmp_path / "support"
+  folder.mkdir()
+  (folder / "seq.in").write_text("wake me at seven am\n")
+  (folder / "seq.out").write_text("O O O B-time I-time\n")
+  code, out, err = _run(["--model", str(export), "--support", str(folder), "wake me at seven am"], capsys)
+  assert code == 0 and "support set: 1 utterances" in err and out.splitlines()[1].endswith("B-time I-time")
+  assert models.load(export).labels == ["cuisine"]  # without --save the export keeps its own support set
+  (folder / "seq.out").write_text("O O O I-time I-time\n")
+  code, _, err = _run(["--model", str(export), "--support", str(folder), "x"], capsys)
+  assert code == 2 and "seq.out:1: field 'tags': tag 4 'I-time' follows 'O'" in err
+  (folder / "seq.out").write_text("O O O B-time I-time\n")
+  code, _, err = _run(["--model", str(export), "--support", str(folder), "--save"], capsys)
+  assert code == 0 and models.load(export).labels == ["time"]
+
+
 # ----------------------------------------------------------------------------------- real runs' exports
 
 def test_snips_protocol_exports_a_slot_filler(tiny_bert_dir, tmp_path, capsys):
