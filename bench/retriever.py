@@ -12,6 +12,7 @@ Every run is ``python -m fewshot_nlu.main`` in its own process, one at a time; r
 evaluation protocol, a CPU training budget (its docstring says how training differs from App. A.1).
 
   python bench/retriever.py --part snips --seeds 0,1,2     # the default row, 3 seeds
+  python bench/retriever.py --part snips --only snips-frz  # one row of the SNIPS table
   python bench/retriever.py --part none --ablate no-negatives,dot   # development-data ablations on fold 1
 """
 
@@ -53,6 +54,8 @@ ABLATION_ROWS = RESULTS / "retriever_ablations.jsonl"
 
 def run_snips(args, runs_dir: pathlib.Path) -> None:
   for name, (variant, _, seeds) in SNIPS.items():
+    if args.only and name not in args.only:
+      continue
     for seed in (args.seeds if name == "snips" and args.seeds is not None else seeds):
       row = run_main(name, seed, [f"--config=configs/retriever_snips.py:{variant}", f"--config.seed={seed}",
                                   *args.extra], runs_dir / f"{name}-{seed}", ROWS)
@@ -176,6 +179,8 @@ def main() -> None:
                       help="seeds of the default SNIPS row (default 0,1,2)")
   parser.add_argument("--ablate", dest="ablations", type=lambda v: v.split(","), default=[],
                       help=f"comma-separated ablations to run on fold 1: {', '.join(ABLATIONS)}")
+  parser.add_argument("--only", type=lambda v: v.split(","), default=[],
+                      help=f"only these SNIPS rows (of {', '.join(SNIPS)})")
   parser.add_argument("--clinc-steps", type=int, default=10, help="training steps of the CLINC runs")
   parser.add_argument("--clinc-runs", type=int, default=3, help="how many of the CLINC runs (frz, pretrain, "
                       "finetune) to make")
