@@ -85,15 +85,6 @@ def test_pod_config_runs_sharded_and_resumes_to_the_same_parameters(tiny_bert_di
                             base["layer_0"]["attention"]["query"]["kernel"])
 
 
-def test_process_shares_are_disjoint_and_equal():
-  shares = [sharding.process_share(10, i, 3) for i in range(3)]
-  assert [len(s) for s in shares] == [3, 3, 3]
-  assert sorted(np.concatenate(shares).tolist()) == list(range(9))
-  np.testing.assert_array_equal(sharding.process_share(5), np.arange(5))  # one process: everything
-  with pytest.raises(ValueError, match="2 items cannot be shared by 3"):
-    sharding.process_share(2, 0, 3)
-
-
 def test_remote_workdir_files_are_written_through_epath(tmp_path, monkeypatch):
   # gs:// cannot be reached here; a local target taken down the remote branch checks the copy and rewrite logic
   monkeypatch.setattr(workdirs, "is_remote", lambda path: True)
