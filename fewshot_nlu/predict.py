@@ -108,11 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     return errors.EXIT_USER_ERROR
   if not texts:
     return 0
-  words = [i for i, text in enumerate(texts) if text.strip()]
-  predicted = dict(zip(words, model.predict([texts[i] for i in words], neighbours=args.neighbours)))
+  answered = [i for i, text in enumerate(texts) if text.strip()]  # blank --input lines get an empty answer
+  predicted = dict(zip(answered, model.predict([texts[i] for i in answered], neighbours=args.neighbours)))
   if output is None:
     for i, text in enumerate(texts):
-      print("\n".join(describe(text, predicted[i])) if i in predicted else f"{text!r}\n  -> (empty line: no prediction)")
+      print("\n".join(describe(text, predicted[i]) if i in predicted else [repr(text), "  -> (empty line)"]))
     return 0
   tmp = output.with_name(f".{output.name}.tmp")
   with open(tmp, "w", encoding="utf-8") as out:
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
       out.write(json.dumps(row, ensure_ascii=False) + "\n")
   os.replace(tmp, output)
   print(f"wrote {len(texts)} predictions to {args.output} (line i answers input i; "
-        f"{len(texts) - len(words)} empty lines answered {{\"empty\": true}})", file=sys.stderr)
+        f"{len(texts) - len(answered)} empty lines answered {{\"empty\": true}})", file=sys.stderr)
   return 0
 
 

@@ -56,7 +56,7 @@ def atomic_folder(target: str | os.PathLike | epath.Path) -> Iterator[pathlib.Pa
   Local ``target``: a temporary sibling folder, renamed over ``target`` on success (an older ``target`` is
   renamed aside first and deleted after; its files stay readable until the rename). Remote ``target``
   (``gs://``): a temporary folder whose files are copied up on success. On error the temporary folder is
-  deleted and ``target`` is left as it was."""
+  deleted and ``target`` is left as it was; one left by a killed process is deleted by the next export."""
   import shutil
   if is_remote(target):
     with tempfile.TemporaryDirectory(prefix="fewshot_nlu_") as tmp:
@@ -65,6 +65,8 @@ def atomic_folder(target: str | os.PathLike | epath.Path) -> Iterator[pathlib.Pa
     return
   target = pathlib.Path(os.fspath(target))
   target.parent.mkdir(parents=True, exist_ok=True)
+  for stale in [*target.parent.glob(f".{target.name}.partial-*"), *target.parent.glob(f".{target.name}.old-*")]:
+    shutil.rmtree(stale, ignore_errors=True)  # left by a process killed mid-export (the workdir lock keeps others out)
   partial = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
   try:
     yield partial
@@ -142,19 +144,23 @@ def save_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str,
   make_readable(path)
 
 
+def write_json(path, value) -> None:
+  """``value`` as indented JSON at ``path``: locally a temporary file renamed over the old one, so an interrupted
+  write never leaves half a file; a remote (gs://) object write is atomic already."""
+  text = json.dumps(value, indent=2) + "\n"
+  if isinstance(path, pathlib.Path):
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+  else:
+    path.write_text(text)
+
+
 def write_results(workdir, results: dict, name: str = "results.json") -> dict:
-  """Writes ``results`` as indented JSON to ``workdir/name`` on process 0 (a temporary file renamed over the
-  old one, so an interrupted write never leaves half a file); returns ``results``."""
+  """Writes ``results`` to ``workdir/name`` on process 0 (``write_json``); returns ``results``."""
   import jax
   if jax.process_index() == 0:
-    path = workdir / name
-    text = json.dumps(results, indent=2) + "\n"
-    if isinstance(path, pathlib.Path):
-      tmp = path.with_name(f".{name}.tmp")
-      tmp.write_text(text)
-      os.replace(tmp, path)
-    else:  # a remote (gs://) path: object writes are atomic already
-      path.write_text(text)
+    write_json(workdir / name, results)
   logging.getLogger(__name__).info("results: %s", {k: v for k, v in results.items() if not isinstance(v, (dict, list))})
   return results
 
@@ -183,12 +189,15 @@ def _flat(node, prefix: str = "") -> dict:
   return out
 
 
+def _model_fields(flat: dict) -> dict:
+  return {k: v for k, v in flat.items() if not any(k == f or k.startswith(f) for f in RESUMABLE_FIELDS)}
+
+
 def identity(config) -> dict:
   """What determines the trained model: every config field but ``RESUMABLE_FIELDS`` (JSON values), and a
   fingerprint of ``data.raw_dir``'s files (path, names, sizes, modification times) when the data is a folder of
   the user's own."""
-  fields = _flat(json.loads(config.to_json_best_effort()))
-  fields = {k: v for k, v in fields.items() if not any(k == f or k.startswith(f) for f in RESUMABLE_FIELDS)}
+  fields = _model_fields(_flat(json.loads(config.to_json_best_effort())))
   raw_dir = fields.get("data.raw_dir")
   data = None
   if raw_dir and not is_remote(raw_dir) and pathlib.Path(raw_dir).expanduser().is_dir():
@@ -199,30 +208,33 @@ def identity(config) -> dict:
 
 def _recorded_identity(workdir) -> dict | None:
   """The identity the workdir's run recorded: ``identity.json``, else (a run of an older version) the fields of
-  its ``config.json``; None for a folder without a run."""
+  its ``config.json``; None for a folder without a run. ``fields`` is None (and ``problem`` says why) when the
+  record cannot be read or is missing beside checkpoints."""
   for name in (IDENTITY_FILE, "config.json"):
     path = workdir / name
     if path.exists():
       try:
         recorded = json.loads(path.read_text())
       except (OSError, ValueError) as e:
-        raise WorkdirMismatch(f"{path}: unreadable ({e}); use another --workdir, or --overwrite to start afresh")
+        return {"fields": None, "problem": f"{path} is unreadable ({e})"}
       if name == IDENTITY_FILE:
         return recorded
-      fields = _flat(recorded)
-      return {"fields": {k: v for k, v in fields.items()
-                         if not any(k == f or k.startswith(f) for f in RESUMABLE_FIELDS)}, "data_fingerprint": None}
-  return {"fields": None, "data_fingerprint": None} if (workdir / "checkpoints").exists() else None
+      return {"fields": _model_fields(_flat(recorded)), "data_fingerprint": None}
+  if (workdir / "checkpoints").exists():
+    return {"fields": None, "problem": "the workdir holds checkpoints but no config.json (a run whose config is "
+                                       "unknown)"}
+  return None
 
 
 def differences(recorded: dict, current: dict) -> list[str]:
   """The fields (and data) whose values differ, as ``config.<field>: <recorded> -> <current>``."""
+  if recorded["fields"] is None:
+    return [recorded["problem"]]
   out = []
-  if recorded["fields"] is not None:
-    for key in sorted(set(recorded["fields"]) | set(current["fields"])):
-      before, now = recorded["fields"].get(key, "(absent)"), current["fields"].get(key, "(absent)")
-      if before != now:
-        out.append(f"config.{key}: {json.dumps(before)} -> {json.dumps(now)}")
+  for key in sorted(set(recorded["fields"]) | set(current["fields"])):
+    before, now = recorded["fields"].get(key, "(absent)"), current["fields"].get(key, "(absent)")
+    if before != now:
+      out.append(f"config.{key}: {json.dumps(before)} -> {json.dumps(now)}")
   if recorded.get("data_fingerprint") and current["data_fingerprint"] \
       and recorded["data_fingerprint"] != current["data_fingerprint"]:
     out.append(f"the files of config.data.raw_dir={current['fields'].get('data.raw_dir')} changed since the run "
@@ -232,15 +244,15 @@ def differences(recorded: dict, current: dict) -> list[str]:
 
 def claim(workdir, config, overwrite: bool = False) -> None:
   """Makes ``workdir`` this config's: a new or empty folder gets ``identity.json``; a folder holding a run of the
-  same identity is resumed (only ``RESUMABLE_FIELDS`` may differ); one of another identity is refused before any
-  file is touched (``WorkdirMismatch`` naming the fields that differ), unless ``overwrite``, which deletes that
-  run's files and starts afresh. Call it holding the workdir's lock, on process 0."""
+  same identity is resumed (only ``RESUMABLE_FIELDS`` may differ); one of another identity (or whose record is
+  unreadable) is refused before any file is touched (``WorkdirMismatch`` naming the fields that differ), unless
+  ``overwrite``, which deletes that run's files and starts afresh. Call it holding the workdir's lock, on
+  process 0."""
   workdir = as_path(workdir) if is_remote(workdir) else pathlib.Path(workdir)
   current = identity(config)
   recorded = _recorded_identity(workdir) if workdir.exists() else None
   if recorded is not None:
-    changed = differences(recorded, current) if recorded["fields"] is not None else \
-        ["the workdir holds checkpoints but no config.json (a run whose config is unknown)"]
+    changed = differences(recorded, current)
     if changed and not overwrite:
       shown = changed[:8] + ([f"... and {len(changed) - 8} more"] if len(changed) > 8 else [])
       raise WorkdirMismatch(
@@ -254,7 +266,7 @@ def claim(workdir, config, overwrite: bool = False) -> None:
     raise WorkdirMismatch(f"--workdir={workdir}: --overwrite deletes only a folder holding a run (one of "
                           f"{', '.join(RUN_FILES)}), and this one holds other files; use another --workdir")
   workdir.mkdir(parents=True, exist_ok=True)
-  (workdir / IDENTITY_FILE).write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
+  write_json(workdir / IDENTITY_FILE, {**current, "fields": dict(sorted(current["fields"].items()))})
 
 
 def clear(workdir) -> None:

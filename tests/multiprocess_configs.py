@@ -17,6 +17,13 @@ def intent_mneg(data: str, model: str):
   return config
 
 
+def intent_mneg_packed(data: str, model: str):
+  """The default job with ``train.packing``: several utterances per row, rows a multiple of 4 and the devices."""
+  config = intent_mneg(data, model)
+  config.train.packing = True
+  return config
+
+
 def convfit(data: str, model: str):
   """ConvFiT Stage 2 (OCL, per-label batches, length groups) + 1-NN on a 4-intent toy folder."""
   config = test_convfit._stage2_config(pathlib.Path(data), model)
@@ -62,6 +69,7 @@ def retriever(data: str, model: str):
   config.model.name, config.model.max_length = model, 32
   config.data.raw_dir = data
   config.data.folds = (2,)
+  config.retriever.encoder_layers = 0  # the tiny model's 2 layers, embeddings + layer 0 frozen (cached)
   config.train.epochs, config.train.max_steps, config.retriever.eval_every, config.train.save_every = 5, 3, 2, 2
   config.compilation_cache_dir = ""
   return config

@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from tests import test_main, test_multi_convfit, tiny
+from tests import test_main, test_multi_convfit, test_stage1_reddit, tiny
 from tests.test_dse import _toy_data
 from tests.test_retriever import write_toy_snips
 
 REPO = pathlib.Path(__file__).parents[1]
-METHODS = ("intent_mneg", "convfit", "multi_convfit", "qaid", "dse", "convfit_stage1", "retriever")
+METHODS = ("intent_mneg", "intent_mneg_packed", "convfit", "multi_convfit", "qaid", "dse", "convfit_stage1",
+           "retriever")
 
 
 def _free_port() -> int:
@@ -39,22 +40,18 @@ def toy_methods(root: pathlib.Path, tiny_bert_dir) -> dict[str, tuple[str, str]]
   c = tiny.CORPUS
   intents = test_main._toy_dataset(root / "intents", {"bank": c[0:3], "music": c[3:6], "misc": c[6:9],
                                                       "chat": c[9:12]}, {"bank": c[4:5], "music": c[11:12]})
-  multi = root / "MULTI"
-  for split, rows in test_multi_convfit.TOY.items():
-    (multi / split).mkdir(parents=True)
-    (multi / split / "seq.in").write_text("".join(t + "\n" for t, _ in rows))
-    (multi / split / "seq.out").write_text("".join(" ".join("O" for _ in t.split()) + "\n" for t, _ in rows))
-    (multi / split / "label").write_text("".join(label + "\n" for _, label in rows))
+  multi = test_multi_convfit.write_toy_multilabel(root / "MULTI")
   dialogues = _toy_data(root / "dialogues")
   reddit = root / "reddit"
   reddit.mkdir()
-  pairs = [(c[i], c[j]) for i in range(len(c)) for j in range(len(c)) if i != j]
-  for name, rows in (("train-00000-of-00001.json", pairs[:96]), ("test-00000-of-00001.json", pairs[:100])):
-    (reddit / name).write_text("".join(json.dumps({"context": a, "response": b}) + "\n" for a, b in rows))
+  test_stage1_reddit.write_toy_reddit(reddit)
   snips = write_toy_snips(root / "snips")
   model = str(tiny_bert_dir)
-  return {"retriever": (str(snips), model), "intent_mneg": (str(intents), model), "convfit": (str(intents), model), "multi_convfit": (str(multi), model),
-          "qaid": (str(dialogues), model), "dse": (str(dialogues), model), "convfit_stage1": (str(reddit), model)}
+  arguments = {"intents": (str(intents), model), "multi": (str(multi), model), "dialogues": (str(dialogues), model),
+               "reddit": (str(reddit), model), "snips": (str(snips), model)}
+  return {"intent_mneg": arguments["intents"], "intent_mneg_packed": arguments["intents"],
+          "convfit": arguments["intents"], "multi_convfit": arguments["multi"], "qaid": arguments["dialogues"],
+          "dse": arguments["dialogues"], "convfit_stage1": arguments["reddit"], "retriever": arguments["snips"]}
 
 
 def _launch(runs: pathlib.Path, tag: str, processes: int, methods: dict, interrupt_at: dict | None = None) -> None:

@@ -405,6 +405,16 @@ def test_overwrite_deletes_only_a_run(tmp_path):
   assert (other / "thesis.tex").read_text() == "mine"
 
 
+def test_an_unreadable_record_is_refused_and_overwrite_recovers_it(tmp_path):
+  config, workdir = _claimable(tmp_path), tmp_path / "run"
+  workdirs.claim(workdir, config)
+  (workdir / workdirs.IDENTITY_FILE).write_text('{"fields": {"seed"')  # cut short by hand
+  with pytest.raises(workdirs.WorkdirMismatch, match=re.escape(f"{workdir / workdirs.IDENTITY_FILE} is unreadable")):
+    workdirs.claim(workdir, config)
+  workdirs.claim(workdir, config, overwrite=True)
+  assert json.loads((workdir / workdirs.IDENTITY_FILE).read_text())["fields"]["seed"] == 0
+
+
 def test_rerun_on_other_data_is_refused_and_the_first_model_survives(toy, tmp_path):
   """The issue's case: the same command on another folder of the same size used to resume the old model."""
   workdir = tmp_path / "run"
@@ -468,6 +478,7 @@ def test_no_checkpoint_that_restores_is_one_user_error(tiny_model, tmp_path):
 def test_an_export_appears_whole_or_not_at_all(tmp_path):
   target = tmp_path / "export"
   target.mkdir()
+  (tmp_path / ".export.partial-killed").mkdir()  # a process killed mid-export
   (target / "old.txt").write_text("old")
   with pytest.raises(RuntimeError):
     with workdirs.atomic_folder(target) as folder:

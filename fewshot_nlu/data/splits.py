@@ -9,11 +9,11 @@ from typing import Sequence
 
 import ml_collections
 
-from fewshot_nlu.errors import DataError
 from fewshot_nlu import config_checks
 from fewshot_nlu.data import builders
 from fewshot_nlu.data.builders import base
 from fewshot_nlu.data.intent_folder import IntentSplit, LabelSetSplit
+from fewshot_nlu.errors import DataError
 
 log = logging.getLogger(__name__)
 

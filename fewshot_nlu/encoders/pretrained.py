@@ -28,9 +28,9 @@ import numpy as np
 import safetensors.numpy
 
 from fewshot_nlu import workdirs
-from fewshot_nlu.errors import UserError
 from fewshot_nlu.encoders import transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
+from fewshot_nlu.errors import UserError
 
 DEFAULT_MODEL = "minilm-l6"
 # name -> (python package, install hint). The package exposes get_model_path() or a ``model/`` folder.

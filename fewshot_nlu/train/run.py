@@ -12,7 +12,6 @@ import math
 import pathlib
 from typing import Any
 
-import jax
 import ml_collections
 
 from fewshot_nlu import config_checks, sharding, workdirs

@@ -24,9 +24,9 @@ from typing import Any
 
 import tensorflow_datasets as tfds
 
-from fewshot_nlu.errors import DataError, MissingDataFile
 from fewshot_nlu.data.builders.base import UserFolderBuilder, check_split_name, indexed_features
 from fewshot_nlu.data.intent_folder import read_lines
+from fewshot_nlu.errors import DataError, MissingDataFile
 
 TABLE_SUFFIXES = (".csv", ".jsonl")
 LABEL_FIELDS = ("label", "labels")

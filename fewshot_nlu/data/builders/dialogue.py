@@ -61,9 +61,9 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import tensorflow_datasets as tfds
 
-from fewshot_nlu.errors import DataError, MissingDataFile
 from fewshot_nlu.data.builders.base import DATA_ENV, RawFolderBuilder, raw_root
 from fewshot_nlu.data.builders.base import indexed_features, read_json
+from fewshot_nlu.errors import DataError, MissingDataFile
 
 log = logging.getLogger(__name__)
 

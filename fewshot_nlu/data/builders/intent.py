@@ -15,9 +15,9 @@ import dataclasses
 import numpy as np
 import tensorflow_datasets as tfds
 
-from fewshot_nlu.errors import MissingDataFile
 from fewshot_nlu.data.builders.base import RawFolderBuilder, UserFolderBuilder, indexed_features
 from fewshot_nlu.data.intent_folder import read_intent_split
+from fewshot_nlu.errors import MissingDataFile
 
 _REPO = "https://raw.githubusercontent.com/jianguoz/Few-Shot-Intent-Detection/fa9553312b1dba54b1be0aae2d30b13171f898e5/Datasets"
 FIXED_SPLITS = ("train", "valid", "test", "train_5", "train_10")

@@ -26,10 +26,10 @@ from typing import Any, ClassVar
 
 import tensorflow_datasets as tfds
 
-from fewshot_nlu.errors import DataError, MissingDataFile
 from fewshot_nlu.data.bio import validate_bio
 from fewshot_nlu.data.builders.base import UserFolderBuilder, check_split_name, indexed_features
 from fewshot_nlu.data.intent_folder import read_lines
+from fewshot_nlu.errors import DataError, MissingDataFile
 
 FILES = ("seq.in", "seq.out", "label")
 _SNIPS_REPO = ("https://raw.githubusercontent.com/jianguoz/Few-Shot-Intent-Detection/"

@@ -25,9 +25,9 @@ from typing import Any, Literal
 import numpy as np
 import tensorflow_datasets as tfds
 
-from fewshot_nlu.errors import DataError
 from fewshot_nlu.data.builders.base import RawFolderBuilder
 from fewshot_nlu.data.builders.base import indexed_features, read_json
+from fewshot_nlu.errors import DataError
 
 SHIPPED_FOLDS = 20
 DOMAINS = ("banking", "hotels")

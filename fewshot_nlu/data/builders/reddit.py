@@ -32,9 +32,9 @@ from typing import Any, Iterator
 import tensorflow_datasets as tfds
 from etils import epath
 
-from fewshot_nlu.errors import DataError, MissingDataFile
 from fewshot_nlu.data.builders.base import RawFolderBuilder
 from fewshot_nlu.data.builders.base import indexed_features
+from fewshot_nlu.errors import DataError, MissingDataFile
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from typing import Any
 
 import tensorflow_datasets as tfds
 
-from fewshot_nlu.errors import DataError
 from fewshot_nlu.data.bio import validate_bio
 from fewshot_nlu.data.builders.base import RawFolderBuilder, indexed_features, load_split, read_json
+from fewshot_nlu.errors import DataError
 
 FOLDS = range(1, 8)
 PARTS = ("train", "valid", "test")

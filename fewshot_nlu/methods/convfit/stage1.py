@@ -14,8 +14,8 @@ others of the same group). The exported encoder (``export/``) is the input LM of
 (``--config.model.name=<workdir>/export``).
 
 Pods (``configs/convfit_stage1_reddit.py``): every process streams the same global batches and places its own
-devices' rows (``sharding.global_batch``), so a pod run sees the single-process batch sequence; ``--workdir`` may be ``gs://``
-(checkpoints, metrics, TensorBoard, export and results are all written there).
+devices' rows (``sharding.global_batch``), so a pod run sees the single-process batch sequence; ``--workdir``
+may be ``gs://`` (checkpoints, metrics, TensorBoard, export and results are all written there).
 
 Deviation (scale): the paper trains 2 epochs at batch 256 on ~2% of Reddit; on CPU the config's
 ``train.max_steps`` caps the run (see bench/results/convfit.md for what was run).

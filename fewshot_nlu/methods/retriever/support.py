@@ -16,10 +16,10 @@ import json
 import pathlib
 from typing import Any
 
-from fewshot_nlu.errors import DataError, MissingDataFile
 from fewshot_nlu.data.bio import validate_bio
 from fewshot_nlu.data.builders.joint import check_aligned
 from fewshot_nlu.data.intent_folder import read_lines
+from fewshot_nlu.errors import DataError, MissingDataFile
 
 
 def _words(value: Any, where: str, field: str) -> list[str]:
