@@ -10,8 +10,8 @@ checkpoint + data-stream position in the workdir).
 
 What makes it pod-shaped (all on the same code path as configs/convfit_stage1.py):
   * data: PolyAI conversational-datasets Reddit JSON lines (``train-*.json`` / ``test-*.json`` under
-    ``data.raw_dir``); each process reads a disjoint 1/P share of the pairs (``sharding.process_share``) and
-    feeds its slice of the global batch;
+    ``data.raw_dir``); every process streams the same global batches (the single-process sequence) and places
+    its own devices' rows (``sharding.global_batch``);
   * global batch 4096 (paper §3: 256): the [4096, 4096] MNEG score matrix spans every device's responses, i.e.
     4095 in-batch negatives per context, all-gathered by XLA inside the jitted step;
   * ``loss.cache_chunks``: 0 (plain MNEG) fits MiniLM at 256 rows per chip in bf16; set 4-16 (gradient

@@ -10,10 +10,11 @@ from typing import Any, Iterable, Iterator
 import ml_collections
 
 from fewshot_nlu import workdirs
+from fewshot_nlu.errors import UserError
 
 
-class ConfigError(ValueError):
-  pass
+class ConfigError(UserError, ValueError):
+  """A config field that is missing, malformed or out of range; the message starts with the field."""
 
 
 def get(config: ml_collections.ConfigDict, field: str) -> Any:

@@ -6,9 +6,14 @@ Everything the run writes goes under ``--workdir``: the resolved config, checkpo
 metrics (JSONL + TensorBoard), the exported model and a results file. A local workdir is locked for the run's
 life (``workdirs.lock``).
 
-A run that cannot be trusted exits with status 2 and a one-line error: a config error (``config error: ...``,
-before anything is compiled or written), a workdir another run holds, or a training run whose loss, gradients
-or parameters stopped being finite (``loop.TrainingDiverged``; nothing is exported).
+A workdir belongs to one config (``workdirs.claim``): rerunning the same command resumes; a rerun with fields
+that change the model is refused, naming them, unless ``--overwrite`` (which deletes the old run first).
+
+A user error exits with status 2 and one line ``error: <where>: <what>`` (``errors.one_line``; ``--verbose``
+adds the traceback): a config field (before anything is compiled or written), a data file (file, line, field),
+a model name, a workdir another run holds or that holds another config's run, a training run whose loss,
+gradients or parameters stopped being finite (``loop.TrainingDiverged``; nothing is exported), no checkpoint
+that restores, a full disk. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from ml_collections import config_flags
 
 config_flags.DEFINE_config_file("config", None, "Path to a config file (configs/*.py).", lock_config=True)
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics, exported model and results.")
+flags.DEFINE_bool("overwrite", False, "Delete the run in --workdir and start afresh when its config differs "
+                  "(without it, such a rerun is refused, naming the fields that differ).")
+flags.DEFINE_bool("verbose", False, "Show the traceback of a user error (config, data, workdir) too.")
 flags.mark_flags_as_required(["config", "workdir"])
 FLAGS = flags.FLAGS
 
@@ -43,9 +51,10 @@ def setup_jax(config) -> None:
                                     else None)
 
 
-def run(config, workdir: str | pathlib.Path) -> dict:
-  """Validates the config (before any compile), locks the workdir (``workdirs.lock``, on process 0), records
-  the config in it, and runs the method."""
+def run(config, workdir: str | pathlib.Path, overwrite: bool = False) -> dict:
+  """Validates the config (before any compile), locks the workdir (``workdirs.lock``, on process 0), claims it
+  for this config (``workdirs.claim``: a run of another config there is refused, or deleted with
+  ``overwrite``), records the config in it, and runs the method."""
   from fewshot_nlu import config_checks, config_fields, workdirs
   from fewshot_nlu.config_checks import ConfigError
   from fewshot_nlu.methods import METHODS, get_method
@@ -61,7 +70,7 @@ def run(config, workdir: str | pathlib.Path) -> dict:
   import jax
   with workdirs.lock(workdir) if jax.process_index() == 0 else contextlib.nullcontext():
     if jax.process_index() == 0:
-      workdir.mkdir(parents=True, exist_ok=True)
+      workdirs.claim(workdir, config, overwrite)
       (workdir / "config.json").write_text(config.to_json_best_effort(indent=2) + "\n")
     return method.run(config, workdir)
 
@@ -72,17 +81,15 @@ def main(argv):
   from absl import logging as absl_logging
   absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save step at INFO
   logging.getLogger("fewshot_nlu").setLevel(logging.INFO)
-  from fewshot_nlu.config_checks import ConfigError
-  from fewshot_nlu.train.loop import TrainingDiverged
-  from fewshot_nlu.workdirs import WorkdirBusy
+  from fewshot_nlu import errors
   try:
-    results = run(FLAGS.config, FLAGS.workdir)
-  except ConfigError as e:
-    print(f"config error: {e}", file=sys.stderr)
-    sys.exit(2)
-  except (WorkdirBusy, TrainingDiverged) as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+    results = run(FLAGS.config, FLAGS.workdir, overwrite=FLAGS.overwrite)
+  except Exception as e:  # a user error in one line (errors.one_line); a bug keeps its traceback
+    message = errors.one_line(e)
+    if message is None or FLAGS.verbose:
+      raise
+    print(message, file=sys.stderr)
+    sys.exit(errors.EXIT_USER_ERROR)
   print(json.dumps(results, indent=2))
 
 

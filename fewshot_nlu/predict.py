@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("texts", nargs="*", help="utterances to classify")
   parser.add_argument("--model", required=True, help="an export/ folder written by a training run")
-  parser.add_argument("--input", help="a file with one utterance per line (instead of / besides TEXTS)")
+  parser.add_argument("--input", help="a file with one utterance per line (instead of / besides TEXTS); a blank "
+                      "line gets an explicit empty answer, so output line i answers input line i")
   parser.add_argument("--output", help="write one JSON object per utterance to this file")
   parser.add_argument("--neighbours", type=int, default=3,
                       help="evidence to show: nearest examples / intent names / most likely intents (default 3)")
@@ -78,10 +79,15 @@ def main(argv: list[str] | None = None) -> int:
   args = parser.parse_args(argv)
   os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+  from fewshot_nlu import errors
   texts = list(args.texts)
   try:
+    empty = [i + 1 for i, text in enumerate(texts) if not text.strip()]
+    if empty:
+      raise errors.UserError(f"utterance {empty[0]} on the command line is empty; give words to classify")
+    output = check_output_path(args.output) if args.output else None
     if args.input:
-      texts += [l.strip() for l in pathlib.Path(args.input).read_text(encoding="utf-8").splitlines() if l.strip()]
+      texts += read_lines(pathlib.Path(args.input))
     extra = read_examples(pathlib.Path(args.add)) if args.add else None
     model = load_model(args.model)
     if args.support:
@@ -97,22 +103,51 @@ def main(argv: list[str] | None = None) -> int:
       print(f"added {len(extra[0])} examples ({len(model)} in all)", file=sys.stderr)
     if (extra or args.support) and args.save:
       model.save_rows(args.model)
-  except (OSError, ValueError, NotImplementedError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+  except (OSError, ValueError, NotImplementedError, errors.UserError) as e:
+    print(errors.one_line(e) or f"error: {e}", file=sys.stderr)
+    return errors.EXIT_USER_ERROR
   if not texts:
     return 0
-  predictions = model.predict(texts, neighbours=args.neighbours)
-  out = open(args.output, "w", encoding="utf-8") if args.output else None
-  for text, p in zip(texts, predictions):
-    if out:
-      out.write(json.dumps({"text": text, **p.to_dict()}, ensure_ascii=False) + "\n")
-    else:
-      print("\n".join(describe(text, p)))
-  if out:
-    out.close()
-    print(f"wrote {len(texts)} predictions to {args.output}", file=sys.stderr)
+  answered = [i for i, text in enumerate(texts) if text.strip()]  # blank --input lines get an empty answer
+  predicted = dict(zip(answered, model.predict([texts[i] for i in answered], neighbours=args.neighbours)))
+  if output is None:
+    for i, text in enumerate(texts):
+      print("\n".join(describe(text, predicted[i]) if i in predicted else [repr(text), "  -> (empty line)"]))
+    return 0
+  tmp = output.with_name(f".{output.name}.tmp")
+  with open(tmp, "w", encoding="utf-8") as out:
+    for i, text in enumerate(texts):
+      row = {"text": text, **predicted[i].to_dict()} if i in predicted else {"text": text, "empty": True}
+      out.write(json.dumps(row, ensure_ascii=False) + "\n")
+  os.replace(tmp, output)
+  print(f"wrote {len(texts)} predictions to {args.output} (line i answers input i; "
+        f"{len(texts) - len(answered)} empty lines answered {{\"empty\": true}})", file=sys.stderr)
   return 0
+
+
+def read_lines(path: pathlib.Path) -> list[str]:
+  """The lines of an ``--input`` file, stripped, blank ones kept (as ``""``) so outputs line up with inputs."""
+  from fewshot_nlu import errors
+  if not path.is_file():
+    raise errors.MissingDataFile(f"--input {path}: no such file")
+  try:
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+  except UnicodeDecodeError as e:
+    line = path.read_bytes()[:e.start].count(b"\n") + 1
+    raise errors.DataError(f"--input {path}:{line}: not valid UTF-8 ({e.reason})") from None
+
+
+def check_output_path(output: str) -> pathlib.Path:
+  """``--output`` checked before anything is computed: its folder exists and is writable, and it is no folder."""
+  from fewshot_nlu import errors
+  path = pathlib.Path(output)
+  if path.is_dir():
+    raise errors.UserError(f"--output {output}: is a directory; give a file name")
+  if not path.parent.resolve().is_dir():
+    raise errors.UserError(f"--output {output}: folder {path.parent} does not exist")
+  if not os.access(path.parent.resolve(), os.W_OK):
+    raise errors.UserError(f"--output {output}: folder {path.parent} is not writable")
+  return path
 
 
 if __name__ == "__main__":

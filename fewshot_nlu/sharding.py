@@ -46,7 +46,12 @@ DEFAULT_PARAM_RULES = ((".*", "logical"),)
 def initialize_distributed(coordinator_address: str | None = None, num_processes: int | None = None,
                            process_id: int | None = None) -> None:
   """Multi-host set-up (``jax.distributed.initialize``). On Cloud TPU all arguments may be None and are
-  discovered from the environment. Call before any other JAX call."""
+  discovered from the environment. Call before any other JAX call; later calls do nothing. CPU processes use
+  gloo collectives."""
+  if jax.distributed.is_initialized():  # a second run in the same process (tests, notebooks)
+    return
+  if jax.config.jax_cpu_collectives_implementation is None:
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU processes (tests); TPUs ignore it
   jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
                              process_id=process_id)
 
@@ -140,34 +145,34 @@ def shardings_from_specs(specs: Any, mesh: Mesh) -> Any:
   return jax.tree.map(lambda s: NamedSharding(mesh, s), specs, is_leaf=lambda x: isinstance(x, P))
 
 
-def global_batch(host_batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array]:
-  """Puts this host's slice of the batch onto the mesh as one global array per field.
+def global_batch(batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array]:
+  """The whole global batch (host numpy arrays) as one global array per field, split over ``("data", "fsdp")``.
 
-  Single host: the whole batch. Multi-host: each process passes its own rows (in process order) and the
-  result is the concatenation, split over ``("data", "fsdp")``.
+  The one rule for data on several processes: every process builds the *same whole* global batch (the same
+  stream, plan and seed as a single-process run, so the batch sequence is that run's and a resumed run continues
+  it exactly), and each places only the rows of its own devices on them (``make_array_from_callback``). Host
+  work per step is numpy padding of token ids, negligible beside the step; the rows every process pads alike
+  (same length bucket, same packing), which per-process batches could not guarantee.
   """
   sharding = batch_sharding(mesh)
   out = {}
-  for name, value in host_batch.items():
-    if value.shape[0] * jax.process_count() % data_parallel_size(mesh):
-      raise ValueError(f"batch field {name!r}: global batch {value.shape[0] * jax.process_count()} "
-                       f"is not divisible by the {data_parallel_size(mesh)} data-parallel devices")
-    out[name] = jax.make_array_from_process_local_data(sharding, value)
+  for name, value in batch.items():
+    value = np.asarray(value)
+    if value.shape[0] % data_parallel_size(mesh):
+      raise ValueError(f"batch field {name!r}: global batch {value.shape[0]} is not divisible by the "
+                       f"{data_parallel_size(mesh)} data-parallel devices")
+    out[name] = jax.make_array_from_callback(value.shape, sharding, lambda index, value=value: value[index])
   return out
 
 
-def process_share(num_items: int, process_index: int | None = None, process_count: int | None = None
-                  ) -> np.ndarray:
-  """The item indices this process reads: every ``process_count``-th item from ``process_index``, cut to the
-  same count on every process (the ``num_items % process_count`` last items are left out), so the processes
-  see disjoint data and take the same number of steps (a process running out first would hang the others in
-  the next collective). One process: every item."""
-  index = jax.process_index() if process_index is None else process_index
-  count = jax.process_count() if process_count is None else process_count
-  per_process = num_items // count
-  if per_process == 0:
-    raise ValueError(f"{num_items} items cannot be shared by {count} processes")
-  return np.arange(index, per_process * count, count)
+def to_host(tree: Any) -> Any:
+  """Global arrays -> numpy on this host, whole: ``jax.device_get`` on one process; on several, arrays sharded
+  over other processes' devices (FSDP params) are gathered first (``process_allgather``, a collective every
+  process must call)."""
+  if jax.process_count() == 1:
+    return jax.device_get(tree)
+  from jax.experimental import multihost_utils
+  return multihost_utils.process_allgather(tree, tiled=True)
 
 
 def place(tree: Any, shardings: Any) -> Any:

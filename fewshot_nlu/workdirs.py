@@ -1,13 +1,19 @@
 """Work directories that may be local paths or remote URLs (``gs://bucket/runs/x`` on Cloud TPU).
 
 Remote paths go through ``etils.epath`` (fsspec + gcsfs for ``gs://``; install ``fewshot_nlu[tpu]``); orbax
-writes checkpoints there itself and tensorboardX writes event files to ``gs://`` natively. Files that a
-library can only write locally (safetensors, tokenizers) are written to a temporary folder and copied up.
+writes checkpoints there itself and tensorboardX writes event files to ``gs://`` natively. Exports are written
+through ``atomic_folder``: into a temporary folder that replaces the export only once it is complete (copied up
+for ``gs://``, where libraries such as safetensors and tokenizers cannot write).
 
 A local workdir is locked for a run's life (``lock``: ``flock`` on ``<workdir>/.lock``, released by the OS when
 the process ends, so a dead run's lock never blocks the next one); a second run on it is refused
 (``WorkdirBusy``). Safetensors files are written through ``save_safetensors``, which gives them the mode of any
 other file the run writes (``0o666`` less the umask) instead of the library's ``0o600``.
+
+A workdir belongs to one config (``claim``): ``identity.json`` records every field that determines the trained
+model (all but ``RESUMABLE_FIELDS``: evaluation, logging, checkpoint cadence, device layout) and a fingerprint
+of a user's data folder. A rerun with the same identity resumes; one with another is refused before any file
+is touched, naming the fields that differ, unless ``--overwrite`` (which deletes the old run's files).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import tempfile
 from typing import Iterator
 
 from etils import epath
+
+from fewshot_nlu.errors import UserError
 
 
 def as_path(workdir: str | os.PathLike) -> epath.Path:
@@ -41,20 +49,40 @@ def copy_tree(source: pathlib.Path, target: epath.Path) -> None:
 
 
 @contextlib.contextmanager
-def local_folder(target: epath.Path) -> Iterator[pathlib.Path]:
-  """A local folder to write ``target``'s files into: ``target`` itself when it is local, else a temporary
-  folder whose files are copied to ``target`` on exit (only when the block finished without error)."""
-  if not is_remote(target):
-    local = pathlib.Path(os.fspath(target))
-    local.mkdir(parents=True, exist_ok=True)
-    yield local
+def atomic_folder(target: str | os.PathLike | epath.Path) -> Iterator[pathlib.Path]:
+  """A local folder to write ``target``'s files into (an export); they appear at ``target`` all at once, and only
+  when the block finishes without error, so an interrupted export never leaves half a model behind.
+
+  Local ``target``: a temporary sibling folder, renamed over ``target`` on success (an older ``target`` is
+  renamed aside first and deleted after; its files stay readable until the rename). Remote ``target``
+  (``gs://``): a temporary folder whose files are copied up on success. On error the temporary folder is
+  deleted and ``target`` is left as it was; one left by a killed process is deleted by the next export."""
+  import shutil
+  if is_remote(target):
+    with tempfile.TemporaryDirectory(prefix="fewshot_nlu_") as tmp:
+      yield pathlib.Path(tmp)
+      copy_tree(pathlib.Path(tmp), as_path(target))
     return
-  with tempfile.TemporaryDirectory(prefix="fewshot_nlu_") as tmp:
-    yield pathlib.Path(tmp)
-    copy_tree(pathlib.Path(tmp), target)
+  target = pathlib.Path(os.fspath(target))
+  target.parent.mkdir(parents=True, exist_ok=True)
+  for stale in [*target.parent.glob(f".{target.name}.partial-*"), *target.parent.glob(f".{target.name}.old-*")]:
+    shutil.rmtree(stale, ignore_errors=True)  # left by a process killed mid-export (the workdir lock keeps others out)
+  partial = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+  try:
+    yield partial
+    partial.chmod(0o777 & ~_umask())  # mkdtemp makes it 0o700
+    old = target.with_name(f".{target.name}.old-{os.getpid()}") if target.exists() else None
+    if old is not None:
+      os.replace(target, old)
+    os.replace(partial, target)
+    if old is not None:
+      shutil.rmtree(old, ignore_errors=True)
+  finally:
+    if partial.exists():
+      shutil.rmtree(partial, ignore_errors=True)
 
 
-class WorkdirBusy(RuntimeError):
+class WorkdirBusy(UserError, RuntimeError):
   """Another live process holds the workdir's lock."""
 
 
@@ -116,18 +144,138 @@ def save_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict[str,
   make_readable(path)
 
 
+def write_json(path, value) -> None:
+  """``value`` as indented JSON at ``path``: locally a temporary file renamed over the old one, so an interrupted
+  write never leaves half a file; a remote (gs://) object write is atomic already."""
+  text = json.dumps(value, indent=2) + "\n"
+  if isinstance(path, pathlib.Path):
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+  else:
+    path.write_text(text)
+
+
 def write_results(workdir, results: dict, name: str = "results.json") -> dict:
-  """Writes ``results`` as indented JSON to ``workdir/name`` on process 0 (a temporary file renamed over the
-  old one, so an interrupted write never leaves half a file); returns ``results``."""
+  """Writes ``results`` to ``workdir/name`` on process 0 (``write_json``); returns ``results``."""
   import jax
   if jax.process_index() == 0:
-    path = workdir / name
-    text = json.dumps(results, indent=2) + "\n"
-    if isinstance(path, pathlib.Path):
-      tmp = path.with_name(f".{name}.tmp")
-      tmp.write_text(text)
-      os.replace(tmp, path)
-    else:  # a remote (gs://) path: object writes are atomic already
-      path.write_text(text)
+    write_json(workdir / name, results)
   logging.getLogger(__name__).info("results: %s", {k: v for k, v in results.items() if not isinstance(v, (dict, list))})
   return results
+
+
+# ---------------------------------------------------------------------------------------------- identity
+
+class WorkdirMismatch(UserError):
+  """The workdir holds a run of another config (or other data) than this one."""
+
+
+IDENTITY_FILE = "identity.json"
+# Fields that cannot change the trained model: a run may resume under other values of these. Every other field
+# (method, seed, model, data, every training and method field) is part of the workdir's identity.
+RESUMABLE_FIELDS = ("compilation_cache_dir", "distributed.", "eval.", "mesh.", "sharding.", "data.tfds_dir",
+                    "data.eval_split", "train.save_every", "train.keep_checkpoints", "train.log_every")
+RUN_FILES = ("config.json", IDENTITY_FILE, "checkpoints")  # any of these: the folder holds a run
+
+
+def _flat(node, prefix: str = "") -> dict:
+  out = {}
+  for key, value in node.items():
+    if isinstance(value, dict):
+      out.update(_flat(value, f"{prefix}{key}."))
+    else:
+      out[f"{prefix}{key}"] = value
+  return out
+
+
+def _model_fields(flat: dict) -> dict:
+  return {k: v for k, v in flat.items() if not any(k == f or k.startswith(f) for f in RESUMABLE_FIELDS)}
+
+
+def identity(config) -> dict:
+  """What determines the trained model: every config field but ``RESUMABLE_FIELDS`` (JSON values), and a
+  fingerprint of ``data.raw_dir``'s files (path, names, sizes, modification times) when the data is a folder of
+  the user's own."""
+  fields = _model_fields(_flat(json.loads(config.to_json_best_effort())))
+  raw_dir = fields.get("data.raw_dir")
+  data = None
+  if raw_dir and not is_remote(raw_dir) and pathlib.Path(raw_dir).expanduser().is_dir():
+    from fewshot_nlu.data.builders.base import folder_fingerprint
+    data = folder_fingerprint(pathlib.Path(raw_dir).expanduser())
+  return {"fields": fields, "data_fingerprint": data}
+
+
+def _recorded_identity(workdir) -> dict | None:
+  """The identity the workdir's run recorded: ``identity.json``, else (a run of an older version) the fields of
+  its ``config.json``; None for a folder without a run. ``fields`` is None (and ``problem`` says why) when the
+  record cannot be read or is missing beside checkpoints."""
+  for name in (IDENTITY_FILE, "config.json"):
+    path = workdir / name
+    if path.exists():
+      try:
+        recorded = json.loads(path.read_text())
+      except (OSError, ValueError) as e:
+        return {"fields": None, "problem": f"{path} is unreadable ({e})"}
+      if name == IDENTITY_FILE:
+        return recorded
+      return {"fields": _model_fields(_flat(recorded)), "data_fingerprint": None}
+  if (workdir / "checkpoints").exists():
+    return {"fields": None, "problem": "the workdir holds checkpoints but no config.json (a run whose config is "
+                                       "unknown)"}
+  return None
+
+
+def differences(recorded: dict, current: dict) -> list[str]:
+  """The fields (and data) whose values differ, as ``config.<field>: <recorded> -> <current>``."""
+  if recorded["fields"] is None:
+    return [recorded["problem"]]
+  out = []
+  for key in sorted(set(recorded["fields"]) | set(current["fields"])):
+    before, now = recorded["fields"].get(key, "(absent)"), current["fields"].get(key, "(absent)")
+    if before != now:
+      out.append(f"config.{key}: {json.dumps(before)} -> {json.dumps(now)}")
+  if recorded.get("data_fingerprint") and current["data_fingerprint"] \
+      and recorded["data_fingerprint"] != current["data_fingerprint"]:
+    out.append(f"the files of config.data.raw_dir={current['fields'].get('data.raw_dir')} changed since the run "
+               "began (names, sizes or modification times)")
+  return out
+
+
+def claim(workdir, config, overwrite: bool = False) -> None:
+  """Makes ``workdir`` this config's: a new or empty folder gets ``identity.json``; a folder holding a run of the
+  same identity is resumed (only ``RESUMABLE_FIELDS`` may differ); one of another identity (or whose record is
+  unreadable) is refused before any file is touched (``WorkdirMismatch`` naming the fields that differ), unless
+  ``overwrite``, which deletes that run's files and starts afresh. Call it holding the workdir's lock, on
+  process 0."""
+  workdir = as_path(workdir) if is_remote(workdir) else pathlib.Path(workdir)
+  current = identity(config)
+  recorded = _recorded_identity(workdir) if workdir.exists() else None
+  if recorded is not None:
+    changed = differences(recorded, current)
+    if changed and not overwrite:
+      shown = changed[:8] + ([f"... and {len(changed) - 8} more"] if len(changed) > 8 else [])
+      raise WorkdirMismatch(
+          f"--workdir={workdir} holds a run of another config, so resuming it would report one model under "
+          f"another's config: {'; '.join(shown)}; use a new --workdir, or add --overwrite to delete that run and "
+          "start afresh")
+    if changed:
+      logging.getLogger(__name__).warning("--overwrite: deleting the run in %s (%s)", workdir, "; ".join(changed))
+      clear(workdir)
+  elif overwrite and workdir.exists() and any(p.name != LOCK_FILE for p in workdir.iterdir()):
+    raise WorkdirMismatch(f"--workdir={workdir}: --overwrite deletes only a folder holding a run (one of "
+                          f"{', '.join(RUN_FILES)}), and this one holds other files; use another --workdir")
+  workdir.mkdir(parents=True, exist_ok=True)
+  write_json(workdir / IDENTITY_FILE, {**current, "fields": dict(sorted(current["fields"].items()))})
+
+
+def clear(workdir) -> None:
+  """Deletes everything in the run folder ``workdir`` but its lock file."""
+  import shutil
+  for path in workdir.iterdir():
+    if path.name == LOCK_FILE:
+      continue
+    if isinstance(path, pathlib.Path):
+      shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    else:
+      path.rmtree() if path.is_dir() else path.unlink()

@@ -40,7 +40,7 @@ def test_cli_wrong_type(tmp_path):
 def test_cli_missing_data_dir(tmp_path):
   result = _cli("--config.data.dir=/no/such/dir", workdir=tmp_path / "w")
   assert result.returncode == 2
-  assert "config error: config.data.dir: directory '/no/such/dir' does not exist" in result.stderr
+  assert "error: config.data.dir: directory '/no/such/dir' does not exist" in result.stderr
   assert not (tmp_path / "w").exists()  # failed before anything was written or compiled
 
 

@@ -230,7 +230,11 @@ TOY = {
 
 @pytest.fixture
 def toy_multilabel(tmp_path):
-  root = tmp_path / "MULTI"
+  return write_toy_multilabel(tmp_path / "MULTI")
+
+
+def write_toy_multilabel(root):
+  """``TOY`` as a joint-NLU folder (seq.in, all-O seq.out, '#'-joined labels per split) at ``root``."""
   for split, rows in TOY.items():
     (root / split).mkdir(parents=True)
     (root / split / "seq.in").write_text("".join(t + "\n" for t, _ in rows))

@@ -1,5 +1,7 @@
 """Runs that cannot lie: every number in a config finite and in range before anything runs; a diverging run stops
-at once and exports nothing; exports readable by other users; one run per workdir at a time."""
+at once and exports nothing; exports readable by other users and written whole; one run per workdir at a time,
+and one config per workdir; a checkpoint that does not restore is skipped for the previous one; user errors in
+one line; ``predict`` outputs aligned with its inputs."""
 
 import json
 import math
@@ -16,10 +18,11 @@ import ml_collections
 import numpy as np
 import pytest
 
+from configs import convfit_banking77 as convfit_config
 from configs import convfit_stage1 as stage1_config
 from configs import default as default_config
 from configs import dse_pretrain as dse_config
-from fewshot_nlu import config_checks, main, sharding, workdirs
+from fewshot_nlu import config_checks, errors, main, predict, sharding, workdirs
 from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pretrained, transformer
@@ -99,6 +102,9 @@ def test_every_number_is_checked_wherever_it_sits():
     (dse_config.get_config, "loss.temperature", 0.0, "config.loss.temperature: must be a positive number, got 0.0"),
     (dse_config.get_config, "train.max_steps", -5, "config.train.max_steps: must be a number >= 0, got -5"),
     (dse_config.get_config, "loss.temperature", INF, "config.loss.temperature: inf is not a finite number"),
+    (convfit_config.get_config, "stage2.margin", 0.0, "config.stage2.margin: the OCL margin on the cosine distance "
+     "1 - cos must lie in (0, 2], got 0.0"),
+    (convfit_config.get_config, "stage2.margin", 2.5, "must lie in (0, 2], got 2.5"),
 ])
 def test_other_methods_check_their_scales_and_steps(tmp_path, make, field, value, message):
   config = make()
@@ -127,7 +133,7 @@ def test_cli_nan_learning_rate_exits_2_naming_the_field(tmp_path):
   result = _cli("--config.train.learning_rate=nan", workdir=tmp_path / "w")
   assert result.returncode == 2, result.stderr
   last_line = result.stderr.strip().splitlines()[-1]
-  assert last_line == "config error: config.train.learning_rate: nan is not a finite number"
+  assert last_line == "error: config.train.learning_rate: nan is not a finite number"
   assert not (tmp_path / "w").exists()
 
 
@@ -200,12 +206,15 @@ def test_a_diverging_run_raises_and_exports_nothing(toy, tmp_path):
 
 
 @pytest.mark.parametrize("error", [loop.TrainingDiverged("training diverged at step 3: loss is nan; lower it"),
-                                   workdirs.WorkdirBusy("--workdir=w is in use by another run (pid 1)")])
+                                   workdirs.WorkdirBusy("--workdir=w is in use by another run (pid 1)"),
+                                   workdirs.WorkdirMismatch("--workdir=w holds a run of another config"),
+                                   errors.DataError("d/train/seq.in:3: empty line"),
+                                   ConfigError("config.x: bad")])
 def test_main_reports_a_refused_run_in_one_line_with_status_2(monkeypatch, capsys, error):
-  def run(config, workdir):
+  def run(config, workdir, overwrite):
     raise error
   monkeypatch.setattr(main, "run", run)
-  monkeypatch.setattr(main, "FLAGS", types.SimpleNamespace(config=None, workdir="w"))
+  monkeypatch.setattr(main, "FLAGS", types.SimpleNamespace(config=None, workdir="w", overwrite=False, verbose=False))
   with pytest.raises(SystemExit) as exit_info:
     main.main(["main"])
   assert exit_info.value.code == 2
@@ -290,3 +299,215 @@ def test_cli_refuses_a_held_workdir_with_status_2(holder, toy):
       f"error: --workdir={workdir} is in use by another run (pid {process.pid}, holding {workdir}/.lock); "
       "wait for it to finish or use another --workdir")
   assert sorted(p.name for p in workdir.iterdir()) == [".lock"]  # nothing of the refused run was written
+
+
+def test_verbose_shows_the_traceback_and_a_bug_keeps_its_traceback(monkeypatch):
+  def run(config, workdir, overwrite):
+    raise error
+  monkeypatch.setattr(main, "run", run)
+  for error, verbose in ((ConfigError("config.x: bad"), True), (KeyError("a bug"), False)):
+    monkeypatch.setattr(main, "FLAGS", types.SimpleNamespace(config=None, workdir="w", overwrite=False,
+                                                             verbose=verbose))
+    with pytest.raises(type(error)):
+      main.main(["main"])
+
+
+def test_a_full_disk_is_one_line_even_when_wrapped():
+  import errno
+  try:
+    try:
+      raise OSError(errno.ENOSPC, "No space left on device", "/runs/x/checkpoints/4/state")
+    except OSError as e:
+      raise RuntimeError("orbax: save failed") from e
+  except RuntimeError as wrapped:
+    assert errors.one_line(wrapped).startswith("error: /runs/x/checkpoints/4/state: no space left on device; free")
+  assert errors.one_line(RuntimeError("a bug")) is None
+
+
+def test_a_bad_data_file_is_a_data_error_naming_file_and_line(tmp_path, tiny_bert_dir):
+  corpus = tiny.CORPUS
+  data = _toy_dataset(tmp_path / "data", {"bank": corpus[:3], "music": corpus[3:6]}, {"bank": corpus[4:5]})
+  seq_in = data / "TOY" / "train" / "seq.in"
+  lines = seq_in.read_text().splitlines()
+  lines[1] = ""
+  seq_in.write_text("".join(line + "\n" for line in lines))
+  with pytest.raises(errors.DataError) as info:
+    main.run(_toy_config(data, tiny_bert_dir), tmp_path / "run")
+  assert errors.one_line(info.value) == f"error: {seq_in}:2: empty line (every line must hold one example)"
+
+
+# ------------------------------------------------------------------------------------- E: workdir identity
+
+def _claimable(tmp_path) -> ml_collections.ConfigDict:
+  """A config with a user's data folder, for ``workdirs.claim`` alone (nothing is trained)."""
+  folder = tmp_path / "data"
+  folder.mkdir(exist_ok=True)
+  (folder / "seq.in").write_text("hello\n")
+  return ml_collections.ConfigDict({"method": "intent_mneg", "seed": 0, "data": {"raw_dir": str(folder),
+                                    "eval_split": "test"}, "train": {"learning_rate": 2e-5, "log_every": 5},
+                                    "eval": {"batch_size": 32}, "compilation_cache_dir": ""})
+
+
+def test_a_rerun_with_another_config_is_refused_naming_the_fields(tmp_path):
+  config, workdir = _claimable(tmp_path), tmp_path / "run"
+  workdirs.claim(workdir, config)
+  recorded = (workdir / workdirs.IDENTITY_FILE).read_text()
+  config.train.learning_rate, config.seed = 1e-4, 3
+  with pytest.raises(workdirs.WorkdirMismatch, match=re.escape(
+      f"--workdir={workdir} holds a run of another config, so resuming it would report one model under another's "
+      "config: config.seed: 0 -> 3; config.train.learning_rate: 2e-05 -> 0.0001; use a new --workdir, or add "
+      "--overwrite to delete that run and start afresh")):
+    workdirs.claim(workdir, config)
+  assert (workdir / workdirs.IDENTITY_FILE).read_text() == recorded
+
+
+def test_evaluation_logging_and_layout_fields_may_change_on_resume(tmp_path):
+  config, workdir = _claimable(tmp_path), tmp_path / "run"
+  workdirs.claim(workdir, config)
+  config.eval.batch_size, config.train.log_every, config.compilation_cache_dir = 8, 1, "/tmp/cache"
+  workdirs.claim(workdir, config)
+
+
+def test_edited_data_files_are_refused(tmp_path):
+  config, workdir = _claimable(tmp_path), tmp_path / "run"
+  workdirs.claim(workdir, config)
+  (tmp_path / "data" / "seq.in").write_text("hello there\n")
+  with pytest.raises(workdirs.WorkdirMismatch, match=re.escape(
+      f"the files of config.data.raw_dir={tmp_path / 'data'} changed since the run began")):
+    workdirs.claim(workdir, config)
+
+
+def test_a_run_of_an_older_version_is_checked_against_its_config_json(tmp_path):
+  config, workdir = _claimable(tmp_path), tmp_path / "run"
+  workdir.mkdir()
+  (workdir / "config.json").write_text(config.to_json_best_effort())
+  workdirs.claim(workdir, config)  # the same config: resumed
+  (workdir / workdirs.IDENTITY_FILE).unlink()
+  config.train.learning_rate = 1.0
+  with pytest.raises(workdirs.WorkdirMismatch, match="config.train.learning_rate: 2e-05 -> 1.0"):
+    workdirs.claim(workdir, config)
+
+
+def test_overwrite_deletes_only_a_run(tmp_path):
+  config, workdir = _claimable(tmp_path), tmp_path / "run"
+  workdirs.claim(workdir, config)
+  (workdir / "checkpoints" / "10").mkdir(parents=True)
+  (workdir / workdirs.LOCK_FILE).write_text("1\n")
+  config.train.learning_rate = 1e-4
+  workdirs.claim(workdir, config, overwrite=True)
+  assert sorted(p.name for p in workdir.iterdir()) == [workdirs.LOCK_FILE, workdirs.IDENTITY_FILE]
+  assert json.loads((workdir / workdirs.IDENTITY_FILE).read_text())["fields"]["train.learning_rate"] == 1e-4
+  other = tmp_path / "notes"
+  other.mkdir()
+  (other / "thesis.tex").write_text("mine")
+  with pytest.raises(workdirs.WorkdirMismatch, match="--overwrite deletes only a folder holding a run"):
+    workdirs.claim(other, config, overwrite=True)
+  assert (other / "thesis.tex").read_text() == "mine"
+
+
+def test_an_unreadable_record_is_refused_and_overwrite_recovers_it(tmp_path):
+  config, workdir = _claimable(tmp_path), tmp_path / "run"
+  workdirs.claim(workdir, config)
+  (workdir / workdirs.IDENTITY_FILE).write_text('{"fields": {"seed"')  # cut short by hand
+  with pytest.raises(workdirs.WorkdirMismatch, match=re.escape(f"{workdir / workdirs.IDENTITY_FILE} is unreadable")):
+    workdirs.claim(workdir, config)
+  workdirs.claim(workdir, config, overwrite=True)
+  assert json.loads((workdir / workdirs.IDENTITY_FILE).read_text())["fields"]["seed"] == 0
+
+
+def test_rerun_on_other_data_is_refused_and_the_first_model_survives(toy, tmp_path):
+  """The issue's case: the same command on another folder of the same size used to resume the old model."""
+  workdir = tmp_path / "run"
+  main.run(toy, workdir)
+  before = {p.name: p.read_bytes() for p in workdir.iterdir() if p.is_file()}
+  other = tmp_path / "other"
+  import shutil
+  shutil.copytree(toy.data.raw_dir, other)
+  toy.data.raw_dir = str(other)
+  with pytest.raises(workdirs.WorkdirMismatch, match=re.escape("config.data.raw_dir: ")):
+    main.run(toy, workdir)
+  assert {p.name: p.read_bytes() for p in workdir.iterdir() if p.is_file()} == before
+  results = main.run(toy, workdir, overwrite=True)  # starts afresh
+  assert results["steps"] > 0 and json.loads((workdir / "config.json").read_text())["data"]["raw_dir"] == str(other)
+
+
+# ----------------------------------------------------------------------------------- F: checkpoint fallback
+
+def _corrupt(step_dir: pathlib.Path, how: str) -> None:
+  if how == "truncated state":
+    biggest = max((p for p in (step_dir / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    biggest.write_bytes(biggest.read_bytes()[: biggest.stat().st_size // 2])
+  else:  # empty data metadata
+    files = [p for p in (step_dir / "data").rglob("*") if p.is_file()]
+    assert files
+    for p in files:
+      p.write_text("")
+
+
+def _mneg(model):
+  return intent_mneg.make_loss_fn(model.config, default_config.get_config())
+
+
+@pytest.mark.parametrize("how", ["truncated state", "empty data"])
+def test_a_corrupt_latest_checkpoint_is_skipped_for_the_previous_one(tiny_model, tmp_path, how, caplog):
+  first = _loop(tmp_path / "a", tiny_model, _mneg(tiny_model), total_steps=4, save_every=2)
+  _corrupt(tmp_path / "a" / "checkpoints" / "4", how)
+  with caplog.at_level("WARNING"):
+    resumed = _loop(tmp_path / "a", tiny_model, _mneg(tiny_model), total_steps=4, save_every=2)
+  assert "checkpoint of step 4" in caplog.text and "does not restore" in caplog.text
+  assert [p.name.split("-")[0] for p in (tmp_path / "a" / "checkpoints.skipped").iterdir()] == ["4"]
+  for a, b in zip(jax.tree.leaves(first.params), jax.tree.leaves(resumed.params)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # step 2 + the same two batches again
+
+
+def test_no_checkpoint_that_restores_is_one_user_error(tiny_model, tmp_path):
+  _loop(tmp_path / "a", tiny_model, _mneg(tiny_model), total_steps=2, save_every=2)
+  steps = [p for p in (tmp_path / "a" / "checkpoints").iterdir() if p.name.isdigit()]
+  assert steps
+  for step_dir in steps:
+    _corrupt(step_dir, "truncated state")
+  with pytest.raises(Exception) as info:
+    _loop(tmp_path / "a", tiny_model, _mneg(tiny_model), total_steps=4, save_every=2)
+  message = errors.one_line(info.value)
+  assert message and message.startswith("error: no checkpoint under ") and "step 2 (" in message
+  assert message.endswith("rerun with --overwrite to start afresh")
+
+
+# -------------------------------------------------------------------------------------- G: whole exports
+
+def test_an_export_appears_whole_or_not_at_all(tmp_path):
+  target = tmp_path / "export"
+  target.mkdir()
+  (tmp_path / ".export.partial-killed").mkdir()  # a process killed mid-export
+  (target / "old.txt").write_text("old")
+  with pytest.raises(RuntimeError):
+    with workdirs.atomic_folder(target) as folder:
+      (folder / "new.txt").write_text("half")
+      raise RuntimeError("killed mid-export")
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
+  assert sorted(p.name for p in target.iterdir()) == ["old.txt"]
+  with workdirs.atomic_folder(target) as folder:
+    (folder / "new.txt").write_text("whole")
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
+  assert sorted(p.name for p in target.iterdir()) == ["new.txt"]
+  assert target.stat().st_mode & 0o777 == 0o777 & ~_umask()
+
+
+# --------------------------------------------------------------------------------- H: aligned predictions
+
+def test_predict_keeps_inputs_and_outputs_aligned_and_checks_paths_first(toy, tmp_path, capsys):
+  main.run(toy, tmp_path / "run")  # the default job's export
+  export = str(tmp_path / "run" / "export")
+  queries = tmp_path / "queries.txt"
+  queries.write_text("my card is lost\n\n   \nplay some music\n")
+  out = tmp_path / "out.jsonl"
+  assert predict.main(["--model", export, "--input", str(queries), "--output", str(out)]) == 0
+  rows = [json.loads(line) for line in out.read_text().splitlines()]
+  assert [r["text"] for r in rows] == ["my card is lost", "", "", "play some music"]
+  assert [r.get("empty", False) for r in rows] == [False, True, True, False]
+  assert "label" in rows[0] and "label" in rows[3]
+  assert predict.main(["--model", "/no/such/model", "--output", str(tmp_path / "no" / "out.jsonl"), "x"]) == 2
+  assert capsys.readouterr().err.strip().splitlines()[-1] == (
+      f"error: --output {tmp_path / 'no' / 'out.jsonl'}: folder {tmp_path / 'no'} does not exist")
+  assert predict.main(["--model", export, "fine", ""]) == 2
+  assert capsys.readouterr().err.strip() == "error: utterance 2 on the command line is empty; give words to classify"

@@ -25,7 +25,11 @@ STEPS = 4
 
 @pytest.fixture(scope="module")
 def reddit_dir(tmp_path_factory):
-  root = tmp_path_factory.mktemp("reddit")
+  return write_toy_reddit(tmp_path_factory.mktemp("reddit"))
+
+
+def write_toy_reddit(root):
+  """Reddit JSON lines of tiny.CORPUS pairs: 96 train, 100 test, in ``root``."""
   c = tiny.CORPUS
   pairs = [(c[i], c[j]) for i in range(len(c)) for j in range(len(c)) if i != j]  # 132 pairs
   for name, rows in (("train-00000-of-00001.json", pairs[:96]), ("test-00000-of-00001.json", pairs[:100])):
@@ -85,20 +89,11 @@ def test_pod_config_runs_sharded_and_resumes_to_the_same_parameters(tiny_bert_di
                             base["layer_0"]["attention"]["query"]["kernel"])
 
 
-def test_process_shares_are_disjoint_and_equal():
-  shares = [sharding.process_share(10, i, 3) for i in range(3)]
-  assert [len(s) for s in shares] == [3, 3, 3]
-  assert sorted(np.concatenate(shares).tolist()) == list(range(9))
-  np.testing.assert_array_equal(sharding.process_share(5), np.arange(5))  # one process: everything
-  with pytest.raises(ValueError, match="2 items cannot be shared by 3"):
-    sharding.process_share(2, 0, 3)
-
-
 def test_remote_workdir_files_are_written_through_epath(tmp_path, monkeypatch):
   # gs:// cannot be reached here; a local target taken down the remote branch checks the copy and rewrite logic
   monkeypatch.setattr(workdirs, "is_remote", lambda path: True)
   target = workdirs.as_path(tmp_path / "remote" / "export")
-  with workdirs.local_folder(target) as local:
+  with workdirs.atomic_folder(target) as local:
     assert local != tmp_path / "remote" / "export"
     (local / "sub").mkdir()
     (local / "sub" / "a.txt").write_text("x")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from fewshot_nlu.errors import DataError
+
 
 def bio_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
   """Labelled spans ``(label, start, end_inclusive)`` (token positions) of a BIO tag sequence, in order.
@@ -33,8 +35,8 @@ def validate_bio(tags: Sequence[str], where: str) -> None:
   for position, tag in enumerate(tags, start=1):
     prefix, dash, name = tag.partition("-")
     if tag != "O" and not (prefix in ("B", "I") and dash and name):
-      raise ValueError(f"{where}: tag {position} {tag!r} is not O, B-<slot> or I-<slot>")
+      raise DataError(f"{where}: tag {position} {tag!r} is not O, B-<slot> or I-<slot>")
     if prefix == "I" and previous not in (f"B-{name}", f"I-{name}"):
-      raise ValueError(f"{where}: tag {position} {tag!r} follows {previous!r} "
+      raise DataError(f"{where}: tag {position} {tag!r} follows {previous!r} "
                        f"(invalid BIO: I-{name} must follow B-{name} or I-{name})")
     previous = tag

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from fewshot_nlu.errors import DataError, MissingDataFile
+
 
 @dataclasses.dataclass(frozen=True)
 class IntentSplit:
@@ -36,7 +38,7 @@ def read_lines(path: pathlib.Path) -> list[str]:
   bytes, empty line)."""
   path = pathlib.Path(path)
   if not path.exists():
-    raise FileNotFoundError(f"{path}: missing (expected one line per example)")
+    raise MissingDataFile(f"{path}: missing (expected one line per example)")
   raw = path.read_bytes().split(b"\n")
   if raw and raw[-1] in (b"", b"\r"):
     raw.pop()
@@ -45,9 +47,9 @@ def read_lines(path: pathlib.Path) -> list[str]:
     try:
       text = line.decode("utf-8").strip()
     except UnicodeDecodeError as e:
-      raise ValueError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+      raise DataError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
     if not text:
-      raise ValueError(f"{path}:{number}: empty line (every line must hold one example)")
+      raise DataError(f"{path}:{number}: empty line (every line must hold one example)")
     lines.append(text)
   return lines
 
@@ -58,6 +60,6 @@ def read_intent_split(directory: str | pathlib.Path) -> IntentSplit:
   texts = read_lines(directory / "seq.in")
   labels = read_lines(directory / "label")
   if len(texts) != len(labels):
-    raise ValueError(f"{directory}: seq.in has {len(texts)} lines but label has {len(labels)}; "
+    raise DataError(f"{directory}: seq.in has {len(texts)} lines but label has {len(labels)}; "
                      "they must be line-aligned")
   return IntentSplit(texts, labels, directory)

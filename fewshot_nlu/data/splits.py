@@ -13,6 +13,7 @@ from fewshot_nlu import config_checks
 from fewshot_nlu.data import builders
 from fewshot_nlu.data.builders import base
 from fewshot_nlu.data.intent_folder import IntentSplit, LabelSetSplit
+from fewshot_nlu.errors import DataError
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def read_label_sets(config: ml_collections.ConfigDict, splits: Sequence[str], bu
     for e in base.load_split(builder, split):
       labels = next((e[k] for k in ("intents", "labels", "label") if k in e), None)
       if labels is None:
-        raise ValueError(f"{config.data.builder}/{split}, example {e['index']}: no intents/labels/label field")
+        raise DataError(f"{config.data.builder}/{split}, example {e['index']}: no intents/labels/label field")
       texts.append(e["text"])
       label_sets.append(tuple(labels) if isinstance(labels, (list, tuple)) else (labels,))
   return LabelSetSplit(texts, label_sets, f"{config.data.builder}/{'+'.join(splits)}")
@@ -87,7 +88,7 @@ def _as_split(examples: list[dict], where: str) -> IntentSplit:
     label = next((e[k] for k in ("label", "labels", "intents") if k in e), None)
     if isinstance(label, list):
       if len(label) != 1:
-        raise ValueError(f"{where}, example {e['index']}: {len(label)} labels {label}; this method is "
+        raise DataError(f"{where}, example {e['index']}: {len(label)} labels {label}; this method is "
                          "single-label (multi-label data belongs to Multi-ConvFiT)")
       label = label[0]
     texts.append(e["text"])

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pathlib
 from typing import Sequence
 
+from fewshot_nlu.errors import DataError
+
 
 def read_two_columns(path: str | pathlib.Path, columns: tuple[str, str]) -> list[tuple[str, str, int]]:
   """(first, second, line number) of every non-blank line; each line must hold exactly two non-empty
@@ -19,7 +21,7 @@ def read_two_columns(path: str | pathlib.Path, columns: tuple[str, str]) -> list
         continue
       fields = line.split("\t")
       if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
-        raise ValueError(f"{path}, line {number}: expected '{columns[0]}<TAB>{columns[1]}', got {line!r}")
+        raise DataError(f"{path}, line {number}: expected '{columns[0]}<TAB>{columns[1]}', got {line!r}")
       rows.append((fields[0], fields[1], number))
   return rows
 

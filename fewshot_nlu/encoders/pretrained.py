@@ -30,6 +30,7 @@ import safetensors.numpy
 from fewshot_nlu import workdirs
 from fewshot_nlu.encoders import transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
+from fewshot_nlu.errors import UserError
 
 DEFAULT_MODEL = "minilm-l6"
 # name -> (python package, install hint). The package exposes get_model_path() or a ``model/`` folder.
@@ -44,7 +45,7 @@ _WEIGHT_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.jso
                     "merges.txt", "sentencepiece.bpe.model")
 
 
-class PretrainedError(ValueError):
+class PretrainedError(UserError, ValueError):
   """A checkpoint that cannot be found or does not match the architecture."""
 
 

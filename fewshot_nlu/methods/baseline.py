@@ -21,7 +21,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks
+from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.data import batching, splits
 from fewshot_nlu.data.intent_folder import IntentSplit
 from fewshot_nlu.data.stream import EpochStream
@@ -103,11 +103,11 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     raise config_checks.ConfigError(
         f"config.model.max_length: {config.model.max_length} exceeds the model's "
         f"{model.config.max_length} positions")
-  mesh, host_batch = train_run.mesh_and_host_batch(config)
-  stream = EpochStream(len(train_split.texts), host_batch,
+  mesh, batch_size = train_run.mesh_and_batch(config)
+  stream = EpochStream(len(train_split.texts), batch_size,
                        make_batcher(train_split, label_ids, model.tokenizer, config.model.max_length,
                                     config.seed, *train_run.packing_layout(config, mesh)),
-                       seed=config.seed + jax.process_index())
+                       seed=config.seed)
   writer = MetricWriter(workdir)
   params, steps = train_run.train(config, workdir, model.params, transformer.logical_axes(model.config),
                                   make_loss_fn(model.config, config), stream, mesh, writer)
@@ -122,8 +122,9 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
 
   intent_model, results = evaluate(params, "predictions")
   if jax.process_index() == 0:
-    export_dir = intent_model.save(workdir / "export", encoder_heads=model.heads)
-    (export_dir / "labels.json").write_text(json.dumps(train_split.label_names, indent=1) + "\n")
+    with workdirs.atomic_folder(workdir / "export") as export:
+      intent_model.save(export, encoder_heads=model.heads)
+      (export / "labels.json").write_text(json.dumps(train_split.label_names, indent=1) + "\n")
   if config.eval.before_training:
     results["accuracy_before_training"] = evaluate(model.params, "predictions_before_training")[1]["accuracy"]
   results = train_run.finish(config, workdir, results, steps, writer)

@@ -2,16 +2,29 @@
 
 Saves are atomic (orbax writes to a temporary directory and renames on completion), so a kill mid-save leaves
 the previous checkpoint as the latest. Restoring returns arrays with the shardings of the given template.
+``restore_newest`` falls back past checkpoints that do not restore (a truncated file, empty metadata, a disk that
+filled up mid-write by another tool): each one skipped is logged with the reason and moved aside to
+``<workdir>/checkpoints.skipped/`` (kept for a person to look at, out of orbax's way).
 """
 
 from __future__ import annotations
 
+import logging
 import pathlib
+import shutil
+import time
 from typing import Any
 
 import orbax.checkpoint as ocp
 
 from fewshot_nlu import workdirs
+from fewshot_nlu.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointUnreadable(UserError, RuntimeError):
+  """No checkpoint in the workdir restores."""
 
 
 class Checkpointer:
@@ -36,6 +49,40 @@ class Checkpointer:
     restored = self.manager.restore(step, args=ocp.args.Composite(
         state=ocp.args.StandardRestore(abstract_state), data=ocp.args.JsonRestore()))
     return restored.state, restored.data
+
+  def restore_newest(self, abstract_state: Any) -> tuple[int, Any, dict] | None:
+    """``(step, state, data_state)`` of the newest checkpoint that restores cleanly, or None when there is none
+    at all. A newer one that fails is logged (step, path, reason), moved aside (local workdirs) and skipped;
+    raises ``CheckpointUnreadable`` naming every failure when none restores."""
+    failures = []
+    for step in sorted(self.manager.all_steps(), reverse=True):
+      try:
+        state, data_state = self.restore(abstract_state, step)
+      except Exception as e:  # orbax raises whatever its reader met: OSError, ValueError, JSONDecodeError, ...
+        reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+        path = f"{self.manager.directory}/{step}"
+        failures.append(f"step {step} ({path}): {reason}")
+        log.warning("checkpoint of step %d (%s) does not restore (%s); trying the previous one", step, path, reason)
+        self._set_aside(step)
+        continue
+      if failures:
+        log.warning("resuming from step %d; skipped: %s", step, "; ".join(failures))
+      return step, state, data_state
+    if failures:
+      raise CheckpointUnreadable(f"no checkpoint under {self.manager.directory} restores: " + "; ".join(failures)
+                                 + "; rerun with --overwrite to start afresh")
+    return None
+
+  def _set_aside(self, step: int) -> None:
+    """Moves a local step directory that does not restore to ``checkpoints.skipped/<step>-<time>``."""
+    directory = pathlib.Path(str(self.manager.directory))
+    source = directory / str(step)
+    if workdirs.is_remote(str(self.manager.directory)) or not source.exists():
+      return
+    target = directory.parent / "checkpoints.skipped" / f"{step}-{time.strftime('%Y%m%d-%H%M%S')}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(source), str(target))
+    self.manager.reload()
 
   def should_save(self, step: int) -> bool:
     """Whether ``save(step, ...)`` without ``force`` would save (the interval has come round)."""

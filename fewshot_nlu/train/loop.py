@@ -20,6 +20,7 @@ import tqdm
 
 from fewshot_nlu import sharding
 from fewshot_nlu.data.stream import EpochStream
+from fewshot_nlu.errors import UserError
 from fewshot_nlu.train.checkpoint import Checkpointer
 from fewshot_nlu.train.setup import Training
 from fewshot_nlu.train.metrics import MetricWriter
@@ -30,7 +31,7 @@ CHECKED_METRICS = ("loss", "grad_norm")  # the metrics that must stay finite
 DEFAULT_HINT = "lower train.learning_rate"
 
 
-class TrainingDiverged(RuntimeError):
+class TrainingDiverged(UserError, RuntimeError):
   """The loss, gradient norm or parameters became NaN / inf; the run stops and exports nothing."""
 
 
@@ -81,7 +82,7 @@ def train(*, training: Training, stream: EpochStream,
           log_every: int = 10, description: str = "train",
           callback: Callable[[int, Any], bool] | None = None, callback_every: int = 0,
           divergence_hint: str = DEFAULT_HINT) -> Any:
-  """Runs ``training.step`` until ``total_steps``, resuming from the latest checkpoint if there is one.
+  """Runs ``training.step`` until ``total_steps``, resuming from the newest checkpoint that restores, if any.
 
   ``callback(step, state)`` runs every ``callback_every`` steps and at the last step (e.g. a development-set
   evaluation keeping the best model); when it returns True, training stops there (early stopping), with a
@@ -92,9 +93,9 @@ def train(*, training: Training, stream: EpochStream,
   (its message ending in ``divergence_hint``) when a logged loss / gradient norm, or the parameters at a save or
   at the end, are not finite.
   """
-  latest = checkpointer.latest_step()
-  if latest is not None:
-    state, data_state = checkpointer.restore(training.abstract_state, latest)
+  restored = checkpointer.restore_newest(training.abstract_state)
+  if restored is not None:
+    latest, state, data_state = restored
     stream.set_state(data_state)
     writer.truncate_after(latest)
     log.info("resumed from step %d (epoch %d, batch %d)", latest, stream.epoch, stream.batch)

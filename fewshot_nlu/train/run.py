@@ -1,6 +1,6 @@
 """Train wiring every method shares, and the one way a run finishes.
 
-``validate_training`` checks the model / train / eval fields before anything compiles; ``mesh_and_host_batch``
+``validate_training`` checks the model / train / eval fields before anything compiles; ``mesh_and_batch``
 and ``train`` run the resumable loop (mesh, stream, checkpoints, metrics); ``finish`` adds the fields an intent
 run reports and writes them (``workdirs.write_results``, the one writer of ``results.json``).
 """
@@ -12,7 +12,6 @@ import math
 import pathlib
 from typing import Any
 
-import jax
 import ml_collections
 
 from fewshot_nlu import config_checks, sharding, workdirs
@@ -68,9 +67,6 @@ def packing_layout(config: ml_collections.ConfigDict, mesh) -> tuple[int, int]:
   of 4 (and of the data-parallel devices) rows, with ``train.packing``; ``(0, 1)`` (padded) without."""
   if not config.train.packing:
     return 0, 1
-  if jax.process_count() > 1:
-    raise NotImplementedError("config.train.packing packs each host's batch on its own, so processes could build "
-                              "different row counts; multi-process runs need it False")
   return config.model.max_length, math.lcm(PACKED_ROW_MULTIPLE, sharding.data_parallel_size(mesh))
 
 
@@ -82,16 +78,16 @@ def validate_common(config: ml_collections.ConfigDict):
   return splits.prepared_builder(config)
 
 
-def mesh_and_host_batch(config: ml_collections.ConfigDict) -> tuple[Any, int]:
-  """The mesh, and this process's slice of ``config.train.batch_size`` (which must split over the
-  data-parallel devices)."""
+def mesh_and_batch(config: ml_collections.ConfigDict) -> tuple[Any, int]:
+  """The mesh, and the global batch ``config.train.batch_size`` (which must split over the data-parallel
+  devices). Every process streams the whole global batch (``sharding.global_batch`` places each process's rows)."""
   mesh = sharding.make_mesh(dict(config.mesh))
   global_batch = config.train.batch_size
   if global_batch % sharding.data_parallel_size(mesh):
     raise config_checks.ConfigError(
         f"config.train.batch_size: {global_batch} is not divisible by the "
         f"{sharding.data_parallel_size(mesh)} data-parallel devices of mesh {dict(mesh.shape)}")
-  return mesh, global_batch // jax.process_count()
+  return mesh, global_batch
 
 
 def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any, logical_axes: Any,
@@ -113,7 +109,7 @@ def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any,
                        divergence_hint=f"lower config.train.learning_rate (now {config.train.learning_rate:g})")
   finally:
     checkpointer.close()
-  return jax.device_get(state.params), total_steps
+  return sharding.to_host(state.params), total_steps
 
 
 def finish(config: ml_collections.ConfigDict, workdir: pathlib.Path, results: dict, steps: int,

@@ -36,6 +36,18 @@ SAMPLINGS = ("fast", "paper")
 INITS = ("pretrained", "random")
 
 
+def validate_loss(config: ml_collections.ConfigDict) -> None:
+  """``stage2.loss`` is one of ``LOSSES``; for OCL, the margin delta_m of Eq. (2) lies in (0, 2], the range of
+  the cosine distance 1 - cos (a margin <= 0 gives no negative any gradient; one > 2 pushes every negative pair
+  without end)."""
+  config_checks.require_choice(config, "stage2.loss", LOSSES)
+  if config.stage2.loss == "ocl":
+    margin = config_checks.get(config, "stage2.margin")
+    if not config_checks.is_positive(margin) or margin > 2:
+      raise config_checks.ConfigError(f"config.stage2.margin: the OCL margin on the cosine distance 1 - cos must "
+                                      f"lie in (0, 2], got {margin!r} (ConvFiT: 0.5)")
+
+
 def validate_length_groups(config: ml_collections.ConfigDict) -> None:
   """``stage2.length_groups`` (sub-batches of the all-pairs stream) is >= 1 and divides the batch."""
   if config.stage2.length_groups < 1 or config.train.batch_size % config.stage2.length_groups:
@@ -141,7 +153,7 @@ def _valid(n: int, batch_size: int) -> np.ndarray:
   return np.arange(batch_size) < n
 
 
-def in_batch_stream(texts, fields: dict[str, np.ndarray], tokenizer, config, host_batch: int, mesh,
+def in_batch_stream(texts, fields: dict[str, np.ndarray], tokenizer, config, batch_size: int, mesh,
                     plan=None, cache: frozen_prefix.PrefixCache | None = None) -> EpochStream:
   """Batches of utterances for the all-pairs loss: each batch's token ids (or with ``cache`` their frozen
   prefix's states) in ``stage2.length_groups`` length-sorted sub-batches (sides ``group<g>``) or, with
@@ -175,10 +187,10 @@ def in_batch_stream(texts, fields: dict[str, np.ndarray], tokenizer, config, hos
       batch[name] = column
     return batch
 
-  return EpochStream(len(texts), host_batch, make_batch, seed=config.seed, plan=plan)
+  return EpochStream(len(texts), batch_size, make_batch, seed=config.seed, plan=plan)
 
 
-def paper_stream(texts, pairs: samplers.Pairs, tokenizer, config, host_batch: int, mesh,
+def paper_stream(texts, pairs: samplers.Pairs, tokenizer, config, batch_size: int, mesh,
                  cache: frozen_prefix.PrefixCache | None = None) -> EpochStream:
   """Batches of ``train.batch_size`` pairs (indices into ``texts``), each side padded to its own bucket or packed
   (``train.packing``): token ids, or with ``cache`` their frozen prefix's states."""
@@ -190,7 +202,7 @@ def paper_stream(texts, pairs: samplers.Pairs, tokenizer, config, host_batch: in
   pack_length, row_multiple = train_run.packing_layout(config, mesh)
   make_batch = batching.padded_batcher({"first": (first, buckets), "second": (second, buckets)},
                                        tokenizer.pad_id, {"positive": pairs.positive}, pack_length, row_multiple)
-  return EpochStream(len(pairs), host_batch, make_batch, seed=config.seed)
+  return EpochStream(len(pairs), batch_size, make_batch, seed=config.seed)
 
 
 # ----------------------------------------------------------------------------------------------- params

@@ -26,6 +26,8 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow_datasets as tfds
 
+from fewshot_nlu.errors import DataError, MissingDataFile
+
 DATA_ENV = "FEWSHOT_NLU_DATA"
 TFDS_ENV = "FEWSHOT_NLU_TFDS_DIR"
 DEFAULT_RAW_ROOT = pathlib.Path("..") / "shared" / "data"
@@ -76,14 +78,14 @@ class RawFolderBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """The local folder with the raw files (downloading them if needed and possible)."""
     if self._raw_dir_arg is not None:
       if not self._raw_dir_arg.is_dir():
-        raise FileNotFoundError(f"raw_dir {str(self._raw_dir_arg)!r} is not a directory")
+        raise MissingDataFile(f"raw_dir {str(self._raw_dir_arg)!r} is not a directory")
       return self._raw_dir_arg
     candidate = raw_root() / self.RAW_FOLDER
     if candidate.is_dir():
       return candidate
     if self.DOWNLOAD_URLS and dl_manager is not None:
       return self._download_raw(dl_manager)
-    raise FileNotFoundError(
+    raise MissingDataFile(
         f"{self.name}: raw folder {str(candidate)!r} not found. Set ${DATA_ENV} to the folder holding "
         f"{self.RAW_FOLDER}/, or pass raw_dir=" + (", or build online to download it" if self.DOWNLOAD_URLS
                                                    else ""))
@@ -95,7 +97,7 @@ class RawFolderBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
 def check_split_name(name: str, source: pathlib.Path) -> str:
   if not SPLIT_NAME.fullmatch(name):
-    raise ValueError(f"{source}: split name {name!r} may hold only letters, digits, '_' and '-'")
+    raise DataError(f"{source}: split name {name!r} may hold only letters, digits, '_' and '-'")
   return name
 
 
@@ -109,7 +111,7 @@ def decode_text(raw: bytes, path: pathlib.Path) -> str:
   except UnicodeDecodeError as e:
     line = raw[:e.start].count(b"\n") + 1
     if not encoding.startswith("utf-8"):
-      raise ValueError(f"{path}:{line}: not valid {encoding} ({e.reason} at byte {e.start})") from None
+      raise DataError(f"{path}:{line}: not valid {encoding} ({e.reason} at byte {e.start})") from None
     logging.warning("%s:%d: not valid UTF-8 (%s at byte %d); reading the file as Latin-1", path, line, e.reason,
                     e.start)
     return raw.decode("latin-1")
@@ -119,11 +121,11 @@ def read_json(path: str | os.PathLike) -> Any:
   """One JSON document from a file; errors name the file, line and column."""
   path = pathlib.Path(path)
   if not path.is_file():
-    raise FileNotFoundError(f"{path}: missing")
+    raise MissingDataFile(f"{path}: missing")
   try:
     return json.loads(decode_text(path.read_bytes(), path))
   except json.JSONDecodeError as e:
-    raise ValueError(f"{path}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from None
+    raise DataError(f"{path}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from None
 
 
 def download_layout(dl_manager: tfds.download.DownloadManager, files: dict[str, str], folder: str) -> pathlib.Path:
@@ -154,7 +156,7 @@ class UserFolderBuilder(RawFolderBuilder, skip_registration=True):
 
   def __init__(self, *, raw_dir: str | os.PathLike | None = None, **kwargs):
     if raw_dir is None and not self.RAW_FOLDER:
-      raise ValueError(f"{type(self).__name__} reads a folder of your own: pass raw_dir=")
+      raise DataError(f"{type(self).__name__} reads a folder of your own: pass raw_dir=")
     super().__init__(raw_dir=raw_dir, **kwargs)
 
 

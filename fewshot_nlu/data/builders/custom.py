@@ -26,6 +26,7 @@ import tensorflow_datasets as tfds
 
 from fewshot_nlu.data.builders.base import UserFolderBuilder, check_split_name, indexed_features
 from fewshot_nlu.data.intent_folder import read_lines
+from fewshot_nlu.errors import DataError, MissingDataFile
 
 TABLE_SUFFIXES = (".csv", ".jsonl")
 LABEL_FIELDS = ("label", "labels")
@@ -34,30 +35,30 @@ LABEL_FIELDS = ("label", "labels")
 def label_field(fields, where: str) -> str:
   """Which of ``label`` / ``labels`` a header or JSON object uses (exactly one, and ``text``, must be there)."""
   if "text" not in fields:
-    raise ValueError(f"{where}: field 'text' missing")
+    raise DataError(f"{where}: field 'text' missing")
   present = [f for f in LABEL_FIELDS if f in fields]
   if len(present) != 1:
-    raise ValueError(f"{where}: field 'label' or 'labels' " + ("missing" if not present else "both present; keep one"))
+    raise DataError(f"{where}: field 'label' or 'labels' " + ("missing" if not present else "both present; keep one"))
   return present[0]
 
 
 def table_example(index: int, text: Any, labels: Any, where: str) -> dict[str, Any]:
   if not isinstance(text, str) or not text.strip():
-    raise ValueError(f"{where}: field 'text' is empty" if isinstance(text, str) else
+    raise DataError(f"{where}: field 'text' is empty" if isinstance(text, str) else
                      f"{where}: field 'text' is {type(text).__name__}, not a string")
   if not isinstance(labels, list) or not all(isinstance(l, str) and l.strip() for l in labels):
-    raise ValueError(f"{where}: field 'labels' must be a list of non-empty strings, got {labels!r}")
+    raise DataError(f"{where}: field 'labels' must be a list of non-empty strings, got {labels!r}")
   return {"index": index, "text": text.strip(), "labels": [l.strip() for l in labels]}
 
 
 def csv_labels(value: str, field: str, where: str) -> list[str]:
   if field == "label":
     if not value.strip():
-      raise ValueError(f"{where}: field 'label' is empty")
+      raise DataError(f"{where}: field 'label' is empty")
     return [value]
   labels = value.split("#") if value.strip() else []
   if not all(l.strip() for l in labels):
-    raise ValueError(f"{where}: field 'labels' {value!r} has an empty intent (intents are joined by '#')")
+    raise DataError(f"{where}: field 'labels' {value!r} has an empty intent (intents are joined by '#')")
   return labels
 
 
@@ -67,7 +68,7 @@ def read_csv_split(path: pathlib.Path) -> list[dict[str, Any]]:
     text = raw.decode("utf-8-sig")
   except UnicodeDecodeError as e:
     line = raw[:e.start].count(b"\n") + 1
-    raise ValueError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    raise DataError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
   reader = csv.reader(io.StringIO(text, newline=""))
   header = [name.strip() for name in next(reader, [])]
   field = label_field(header, f"{path}:1 (header)")
@@ -75,9 +76,9 @@ def read_csv_split(path: pathlib.Path) -> list[dict[str, Any]]:
   for row in reader:
     where = f"{path}:{line}"
     if not row:
-      raise ValueError(f"{where}: empty line (every row must hold one example)")
+      raise DataError(f"{where}: empty line (every row must hold one example)")
     if len(row) != len(header):
-      raise ValueError(f"{where}: {len(row)} fields, but the header names {len(header)}")
+      raise DataError(f"{where}: {len(row)} fields, but the header names {len(header)}")
     record = dict(zip(header, row))
     examples.append(table_example(len(examples), record["text"], csv_labels(record[field], field, where), where))
     line = reader.line_num + 1
@@ -91,13 +92,13 @@ def read_jsonl_split(path: pathlib.Path) -> list[dict[str, Any]]:
     try:
       record = json.loads(line.lstrip("\ufeff") if number == 1 else line)
     except json.JSONDecodeError as e:
-      raise ValueError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
+      raise DataError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
     if not isinstance(record, dict):
-      raise ValueError(f"{where}: expected a JSON object with 'text' and 'label' or 'labels'")
+      raise DataError(f"{where}: expected a JSON object with 'text' and 'label' or 'labels'")
     field = label_field(record, where)
     labels = [record[field]] if field == "label" else record[field]
     if field == "label" and not (isinstance(record[field], str) and record[field].strip()):
-      raise ValueError(f"{where}: field 'label' must be a non-empty string, got {record[field]!r}")
+      raise DataError(f"{where}: field 'label' must be a non-empty string, got {record[field]!r}")
     examples.append(table_example(len(examples), record["text"], labels, where))
   return examples
 
@@ -108,10 +109,10 @@ def table_files(raw: pathlib.Path) -> dict[str, pathlib.Path]:
   for path in sorted(p for p in raw.iterdir() if p.suffix in TABLE_SUFFIXES and p.is_file()):
     name = check_split_name(path.stem, path)
     if name in files:
-      raise ValueError(f"{raw}: split {name!r} given twice ({files[name].name} and {path.name}); keep one")
+      raise DataError(f"{raw}: split {name!r} given twice ({files[name].name} and {path.name}); keep one")
     files[name] = path
   if not files:
-    raise FileNotFoundError(f"{raw}: no <split>.csv or <split>.jsonl file")
+    raise MissingDataFile(f"{raw}: no <split>.csv or <split>.jsonl file")
   return files
 
 

@@ -63,6 +63,7 @@ import tensorflow_datasets as tfds
 
 from fewshot_nlu.data.builders.base import DATA_ENV, RawFolderBuilder, raw_root
 from fewshot_nlu.data.builders.base import indexed_features, read_json
+from fewshot_nlu.errors import DataError, MissingDataFile
 
 log = logging.getLogger(__name__)
 
@@ -92,19 +93,19 @@ class Dialogue:
 def _load_json_list(path: pathlib.Path) -> list[Any]:
   data = read_json(path)
   if not isinstance(data, list):
-    raise ValueError(f"{path}: expected a JSON list of dialogues, got {type(data).__name__}")
+    raise DataError(f"{path}: expected a JSON list of dialogues, got {type(data).__name__}")
   return data
 
 
 def _field(record: Any, key: str, kind: type, where: str) -> Any:
   """``record[key]``, checked to be a ``kind``; errors name ``where`` and the field."""
   if not isinstance(record, dict):
-    raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    raise DataError(f"{where}: expected a JSON object, got {type(record).__name__}")
   if key not in record:
-    raise ValueError(f"{where}: missing field {key!r}")
+    raise DataError(f"{where}: missing field {key!r}")
   value = record[key]
   if not isinstance(value, kind):
-    raise ValueError(f"{where}: field {key!r} must be {kind.__name__}, got {type(value).__name__}")
+    raise DataError(f"{where}: field {key!r} must be {kind.__name__}, got {type(value).__name__}")
   return value
 
 
@@ -119,7 +120,7 @@ def _read_dialogues(path: pathlib.Path, source: str, id_key: str, turns_key: str
       turn_where = f"{where} ({dialogue_id}) {turns_key}[{position}]"
       texts.append(_field(turn, text_key, str, turn_where))
       if "index" in turn and turn["index"] != position:
-        raise ValueError(f"{turn_where}: field 'index' is {turn['index']!r}, expected {position} "
+        raise DataError(f"{turn_where}: field 'index' is {turn['index']!r}, expected {position} "
                          "(turns out of order)")
     yield Dialogue(source, dialogue_id, tuple(texts), where)
 
@@ -149,7 +150,7 @@ def source_files(root: pathlib.Path, name: str, max_files: int | None = None) ->
   source = SOURCES[name]
   files = sorted((root / source.folder).glob(source.pattern))
   if not files:
-    raise FileNotFoundError(f"{root / source.folder}: no files match {source.pattern!r}")
+    raise MissingDataFile(f"{root / source.folder}: no files match {source.pattern!r}")
   return files[:max_files]
 
 
@@ -159,7 +160,7 @@ def read_source(root: pathlib.Path, name: str, max_files: int | None = None) -> 
   for path in source_files(root, name, max_files):
     for dialogue in SOURCES[name].read(path):
       if dialogue.dialogue_id in seen:
-        raise ValueError(f"{dialogue.where}: duplicate dialogue id {dialogue.dialogue_id!r} "
+        raise DataError(f"{dialogue.where}: duplicate dialogue id {dialogue.dialogue_id!r} "
                          f"(first in {seen[dialogue.dialogue_id]})")
       seen[dialogue.dialogue_id] = dialogue.where
       yield dialogue
@@ -191,7 +192,7 @@ def check_config(config: DialoguePairsConfig) -> None:
   if config.max_files is not None and config.max_files < 1:
     problems.append(f"max_files {config.max_files} must be >= 1 or None")
   if problems:
-    raise ValueError(f"DialoguePairsConfig {config.name!r}: " + "; ".join(problems))
+    raise DataError(f"DialoguePairsConfig {config.name!r}: " + "; ".join(problems))
 
 
 def dialogue_pairs(dialogue: Dialogue, config: DialoguePairsConfig,
@@ -253,7 +254,7 @@ class DialoguePairs(RawFolderBuilder):
     missing = [SOURCES[s].folder for s in self.builder_config.sources
                if s in SOURCES and not (root / SOURCES[s].folder).is_dir()]
     if missing:
-      raise FileNotFoundError(
+      raise MissingDataFile(
           f"{self.name}: {str(root)!r} lacks {', '.join(f'{m}/' for m in missing)}. Pass raw_dir= (the folder "
           f"holding {', '.join(f'{SOURCES[s].folder}/' for s in self.builder_config.sources)}) or set "
           f"${DATA_ENV} to it")

@@ -17,6 +17,7 @@ import tensorflow_datasets as tfds
 
 from fewshot_nlu.data.builders.base import RawFolderBuilder, UserFolderBuilder, indexed_features
 from fewshot_nlu.data.intent_folder import read_intent_split
+from fewshot_nlu.errors import MissingDataFile
 
 _REPO = "https://raw.githubusercontent.com/jianguoz/Few-Shot-Intent-Detection/fa9553312b1dba54b1be0aae2d30b13171f898e5/Datasets"
 FIXED_SPLITS = ("train", "valid", "test", "train_5", "train_10")
@@ -101,7 +102,7 @@ class IntentFolder(UserFolderBuilder, _IntentBuilder):
     raw = self.raw_dir(dl_manager)
     names = sorted(p.name for p in raw.iterdir() if (p / "seq.in").exists() or (p / "label").exists())
     if not names:
-      raise FileNotFoundError(f"{raw}: no subfolder with seq.in + label files (one subfolder per split)")
+      raise MissingDataFile(f"{raw}: no subfolder with seq.in + label files (one subfolder per split)")
     splits = {name: self._generate_examples(raw / name) for name in names}
     if "train" in names:
       train = read_intent_split(raw / "train")

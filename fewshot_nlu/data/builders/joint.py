@@ -29,6 +29,7 @@ import tensorflow_datasets as tfds
 from fewshot_nlu.data.bio import validate_bio
 from fewshot_nlu.data.builders.base import UserFolderBuilder, check_split_name, indexed_features
 from fewshot_nlu.data.intent_folder import read_lines
+from fewshot_nlu.errors import DataError, MissingDataFile
 
 FILES = ("seq.in", "seq.out", "label")
 _SNIPS_REPO = ("https://raw.githubusercontent.com/jianguoz/Few-Shot-Intent-Detection/"
@@ -43,7 +44,7 @@ def check_aligned(directory: pathlib.Path, columns: dict[str, list[str]]) -> Non
   shortest = min(counts, key=counts.get)
   if len(set(counts.values())) > 1:
     sizes = ", ".join(f"{name} {count}" for name, count in counts.items())
-    raise ValueError(f"{directory / shortest}:{counts[shortest] + 1}: line missing (line counts: {sizes}); "
+    raise DataError(f"{directory / shortest}:{counts[shortest] + 1}: line missing (line counts: {sizes}); "
                      f"{', '.join(FILES)} must be line-aligned")
 
 
@@ -51,12 +52,12 @@ def joint_example(directory: pathlib.Path, index: int, text: str, tag_line: str,
   line = index + 1
   tokens, tags = text.split(), tag_line.split()
   if len(tags) != len(tokens):
-    raise ValueError(f"{directory / 'seq.out'}:{line}: {len(tags)} tags for the {len(tokens)} tokens of "
+    raise DataError(f"{directory / 'seq.out'}:{line}: {len(tags)} tags for the {len(tokens)} tokens of "
                      f"seq.in line {line}")
   validate_bio(tags, f"{directory / 'seq.out'}:{line}")
   intents = label.split("#")
   if not all(intents):
-    raise ValueError(f"{directory / 'label'}:{line}: empty intent in {label!r} (intents are joined by '#')")
+    raise DataError(f"{directory / 'label'}:{line}: empty intent in {label!r} (intents are joined by '#')")
   return {"index": index, "text": text, "tokens": tokens, "tags": tags, "intents": intents}
 
 
@@ -77,11 +78,11 @@ def joint_split_names(raw: pathlib.Path) -> list[str]:
     if len(missing) == len(FILES):
       continue
     if missing:
-      raise FileNotFoundError(f"{folder / missing[0]}: missing (split folder {folder.name} needs "
+      raise MissingDataFile(f"{folder / missing[0]}: missing (split folder {folder.name} needs "
                               f"{', '.join(FILES)})")
     names.append(check_split_name(folder.name, folder))
   if not names:
-    raise FileNotFoundError(f"{raw}: no split subfolder holding {', '.join(FILES)}")
+    raise MissingDataFile(f"{raw}: no split subfolder holding {', '.join(FILES)}")
   return names
 
 

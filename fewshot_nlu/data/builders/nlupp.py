@@ -27,6 +27,7 @@ import tensorflow_datasets as tfds
 
 from fewshot_nlu.data.builders.base import RawFolderBuilder
 from fewshot_nlu.data.builders.base import indexed_features, read_json
+from fewshot_nlu.errors import DataError
 
 SHIPPED_FOLDS = 20
 DOMAINS = ("banking", "hotels")
@@ -48,11 +49,11 @@ def protocol_splits(regime: Literal["low", "high"], fold: int, n_folds: int = 10
   ``fold`` and tests on the others; ``high`` is the reverse. ``n_folds=20`` is NLU++'s 20-fold low setup.
   Join the names with ``+`` for a TFDS split (``"+".join(train)``)."""
   if regime not in ("low", "high"):
-    raise ValueError(f"regime must be 'low' or 'high', got {regime!r}")
+    raise DataError(f"regime must be 'low' or 'high', got {regime!r}")
   if n_folds < 2 or SHIPPED_FOLDS % n_folds:
-    raise ValueError(f"n_folds must divide the {SHIPPED_FOLDS} shipped folds (2, 4, 5, 10, 20), got {n_folds}")
+    raise DataError(f"n_folds must divide the {SHIPPED_FOLDS} shipped folds (2, 4, 5, 10, 20), got {n_folds}")
   if not 0 <= fold < n_folds:
-    raise ValueError(f"fold must be in 0..{n_folds - 1}, got {fold}")
+    raise DataError(f"fold must be in 0..{n_folds - 1}, got {fold}")
   size = SHIPPED_FOLDS // n_folds
   held = [f"fold{k}" for k in range(fold * size, (fold + 1) * size)]
   rest = [f"fold{k}" for k in range(SHIPPED_FOLDS) if f"fold{k}" not in held]
@@ -66,27 +67,27 @@ class NluppConfig(tfds.core.BuilderConfig):
 
 def check_slots(slots: Any, text: str, where: str) -> None:
   if not isinstance(slots, dict):
-    raise ValueError(f"{where}: field 'slots' is not an object")
+    raise DataError(f"{where}: field 'slots' is not an object")
   for name, slot in slots.items():
     span = slot.get("span") if isinstance(slot, dict) else None
     if not (isinstance(span, list) and len(span) == 2 and all(isinstance(i, int) for i in span)):
-      raise ValueError(f"{where}: field 'slots.{name}.span' missing or not [start, end]")
+      raise DataError(f"{where}: field 'slots.{name}.span' missing or not [start, end]")
     if text[span[0]:span[1]] != slot.get("text"):
-      raise ValueError(f"{where}: field 'slots.{name}': span {span} cuts {text[span[0]:span[1]]!r} from the "
+      raise DataError(f"{where}: field 'slots.{name}': span {span} cuts {text[span[0]:span[1]]!r} from the "
                        f"text, not {slot.get('text')!r}")
 
 
 def nlupp_example(item: Any, index: int, fold: int, where: str) -> dict[str, Any]:
   if not isinstance(item, dict):
-    raise ValueError(f"{where}: expected an object with {', '.join(FIELDS)}")
+    raise DataError(f"{where}: expected an object with {', '.join(FIELDS)}")
   unknown = sorted(set(item) - set(FIELDS))
   if unknown:
-    raise ValueError(f"{where}: unknown field {unknown[0]!r} (expected {', '.join(FIELDS)})")
+    raise DataError(f"{where}: unknown field {unknown[0]!r} (expected {', '.join(FIELDS)})")
   text, intents, slots = item.get("text"), item.get("intents", []), item.get("slots", {})
   if not isinstance(text, str) or not text.strip():
-    raise ValueError(f"{where}: field 'text' missing or empty")
+    raise DataError(f"{where}: field 'text' missing or empty")
   if not isinstance(intents, list) or not all(isinstance(i, str) and i for i in intents):
-    raise ValueError(f"{where}: field 'intents' is not a list of non-empty strings")
+    raise DataError(f"{where}: field 'intents' is not a list of non-empty strings")
   check_slots(slots, text, where)
   return {"index": index, "fold": fold, "text": text, "intents": intents,
           "slots": json.dumps(slots, ensure_ascii=False, sort_keys=True)}
@@ -114,6 +115,6 @@ class Nlupp(RawFolderBuilder):
   def _generate_examples(self, path, fold):
     items = read_json(path)
     if not isinstance(items, list):
-      raise ValueError(f"{path}: expected a JSON list of examples, got {type(items).__name__}")
+      raise DataError(f"{path}: expected a JSON list of examples, got {type(items).__name__}")
     for index, item in enumerate(items):
       yield index, nlupp_example(item, index, fold, f"{path}: example {index}")

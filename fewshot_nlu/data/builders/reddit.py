@@ -34,6 +34,7 @@ from etils import epath
 
 from fewshot_nlu.data.builders.base import RawFolderBuilder
 from fewshot_nlu.data.builders.base import indexed_features
+from fewshot_nlu.errors import DataError, MissingDataFile
 
 log = logging.getLogger(__name__)
 
@@ -67,22 +68,22 @@ def expand_globs(patterns: tuple[str, ...] | list[str]) -> list[epath.Path]:
   for pattern in patterns:
     matched = expand_glob(pattern)
     if not matched:
-      raise FileNotFoundError(f"no file matches {pattern!r}")
+      raise MissingDataFile(f"no file matches {pattern!r}")
     for path in matched:
       if str(path) in files:
-        raise ValueError(f"{path} is matched by both {files[str(path)]!r} and {pattern!r}")
+        raise DataError(f"{path} is matched by both {files[str(path)]!r} and {pattern!r}")
       files[str(path)] = pattern
   return [epath.Path(p) for p in files]
 
 
 def _text_field(record: dict[str, Any], key: str, where: str, required: bool) -> str:
   if key not in record:
-    raise ValueError(f"{where}: missing field {key!r}")
+    raise DataError(f"{where}: missing field {key!r}")
   value = record[key]
   if not isinstance(value, str):
-    raise ValueError(f"{where}: field {key!r} must be a string, got {type(value).__name__}")
+    raise DataError(f"{where}: field {key!r} must be a string, got {type(value).__name__}")
   if required and not value.strip():
-    raise ValueError(f"{where}: field {key!r} is empty")
+    raise DataError(f"{where}: field {key!r} is empty")
   return value
 
 
@@ -91,15 +92,15 @@ def parse_line(line: bytes, where: str) -> dict[str, Any]:
   try:
     record = json.loads(line.decode("utf-8"))
   except UnicodeDecodeError as e:
-    raise ValueError(f"{where}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    raise DataError(f"{where}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
   except json.JSONDecodeError as e:
-    raise ValueError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
+    raise DataError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
   if not isinstance(record, dict):
-    raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    raise DataError(f"{where}: expected a JSON object, got {type(record).__name__}")
   numbers = sorted(int(m.group(1)) for key in record if (m := _EXTRA_CONTEXT.fullmatch(key)))
   if numbers != list(range(len(numbers))):
     gap = next(i for i in range(len(numbers) + 1) if i not in numbers)
-    raise ValueError(f"{where}: missing field 'context/{gap}' (extra contexts must be numbered "
+    raise DataError(f"{where}: missing field 'context/{gap}' (extra contexts must be numbered "
                      f"0, 1, ... without gaps; found {['context/%d' % n for n in numbers]})")
   return {
       "context": _text_field(record, "context", where, required=True),
@@ -114,7 +115,7 @@ def read_jsonl(path: epath.Path) -> Iterator[dict[str, Any]]:
     for number, line in enumerate(f, start=1):
       line = line.rstrip(b"\r\n")
       if not line.strip():
-        raise ValueError(f"{path}:{number}: empty line (every line must hold one JSON example)")
+        raise DataError(f"{path}:{number}: empty line (every line must hold one JSON example)")
       yield parse_line(line, f"{path}:{number}")
 
 
@@ -140,7 +141,7 @@ class RedditConversational(RawFolderBuilder):
     if config.paths:
       return {"train": config.paths, **({"test": config.test_paths} if config.test_paths else {})}
     if config.test_paths:
-      raise ValueError(f"RedditConfig {config.name!r}: test_paths given without paths (the train globs)")
+      raise DataError(f"RedditConfig {config.name!r}: test_paths given without paths (the train globs)")
     raw = self.raw_dir(dl_manager)
     globs = {split: (str(raw / pattern),) for split, pattern in DEFAULT_GLOBS.items()}
     if expand_glob(globs["test"][0]):

@@ -25,6 +25,7 @@ import tensorflow_datasets as tfds
 
 from fewshot_nlu.data.bio import validate_bio
 from fewshot_nlu.data.builders.base import RawFolderBuilder, indexed_features, load_split, read_json
+from fewshot_nlu.errors import DataError
 
 FOLDS = range(1, 8)
 PARTS = ("train", "valid", "test")
@@ -48,15 +49,15 @@ def episode_file(shots: int, part: str, fold: int) -> str:
 def utterance(tokens: Any, tags: Any, intent: Any, where: str) -> dict[str, str]:
   for field, values in (("seq_ins", tokens), ("seq_outs", tags)):
     if not isinstance(values, list):
-      raise ValueError(f"{where}: field {field!r} is not a list")
+      raise DataError(f"{where}: field {field!r} is not a list")
     bad = next((v for v in values if not isinstance(v, str) or v.split() != [v]), None)
     if bad is not None:
-      raise ValueError(f"{where}: field {field!r}: token {bad!r} is empty or holds whitespace")
+      raise DataError(f"{where}: field {field!r}: token {bad!r} is empty or holds whitespace")
   if len(tags) != len(tokens):
-    raise ValueError(f"{where}: field 'seq_outs': {len(tags)} tags for {len(tokens)} tokens")
+    raise DataError(f"{where}: field 'seq_outs': {len(tags)} tags for {len(tokens)} tokens")
   validate_bio(tags, f"{where}: field 'seq_outs'")
   if not isinstance(intent, str) or not intent:
-    raise ValueError(f"{where}: field 'labels': {intent!r} is not a non-empty string")
+    raise DataError(f"{where}: field 'labels': {intent!r} is not a non-empty string")
   return {"tokens": " ".join(tokens), "tags": " ".join(tags), "intent": intent}
 
 
@@ -64,13 +65,13 @@ def episode_set(episode: Any, part: str, where: str) -> list[dict[str, str]]:
   """The ``support`` or ``query`` set of an episode, one dict per utterance."""
   columns = episode.get(part) if isinstance(episode, dict) else None
   if not isinstance(columns, dict):
-    raise ValueError(f"{where}: field {part!r} missing or not an object")
+    raise DataError(f"{where}: field {part!r} missing or not an object")
   missing = [field for field in SET_FIELDS if not isinstance(columns.get(field), list)]
   if missing:
-    raise ValueError(f"{where} {part}: field {missing[0]!r} missing or not a list")
+    raise DataError(f"{where} {part}: field {missing[0]!r} missing or not a list")
   sizes = [len(columns[field]) for field in SET_FIELDS]
   if len(set(sizes)) > 1:
-    raise ValueError(f"{where} {part}: fields {', '.join(SET_FIELDS)} differ in length ({sizes})")
+    raise DataError(f"{where} {part}: fields {', '.join(SET_FIELDS)} differ in length ({sizes})")
   return [utterance(*row, f"{where} {part} utterance {number}")
           for number, row in enumerate(zip(*(columns[field] for field in SET_FIELDS)))]
 
@@ -79,11 +80,11 @@ def read_episodes(path: pathlib.Path) -> list[dict[str, Any]]:
   """The episodes of one file ``{domain: [{support, query}, ...]}``, validated, in file order."""
   data = read_json(path)
   if not isinstance(data, dict):
-    raise ValueError(f"{path}: expected a JSON object {{domain: [episode, ...]}}, got {type(data).__name__}")
+    raise DataError(f"{path}: expected a JSON object {{domain: [episode, ...]}}, got {type(data).__name__}")
   examples = []
   for domain, episodes in data.items():
     if not isinstance(episodes, list):
-      raise ValueError(f"{path}: domain {domain!r}: expected a list of episodes")
+      raise DataError(f"{path}: domain {domain!r}: expected a list of episodes")
     for number, episode in enumerate(episodes):
       where = f"{path}: domain {domain!r} episode {number}"
       examples.append({"index": len(examples), "domain": domain,

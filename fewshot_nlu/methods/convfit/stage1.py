@@ -13,9 +13,9 @@ Evaluation: response selection on the held-out split, R@1 among 100 candidates (
 others of the same group). The exported encoder (``export/``) is the input LM of Stage 2
 (``--config.model.name=<workdir>/export``).
 
-Pods (``configs/convfit_stage1_reddit.py``): each process reads its own disjoint, equal-sized share of the
-pairs (``sharding.process_share``) and feeds its slice of the global batch; ``--workdir`` may be ``gs://``
-(checkpoints, metrics, TensorBoard, export and results are all written there).
+Pods (``configs/convfit_stage1_reddit.py``): every process streams the same global batches and places its own
+devices' rows (``sharding.global_batch``), so a pod run sees the single-process batch sequence; ``--workdir``
+may be ``gs://`` (checkpoints, metrics, TensorBoard, export and results are all written there).
 
 Deviation (scale): the paper trains 2 epochs at batch 256 on ~2% of Reddit; on CPU the config's
 ``train.max_steps`` caps the run (see bench/results/convfit.md for what was run).
@@ -30,7 +30,7 @@ import pathlib
 import jax
 import ml_collections
 
-from fewshot_nlu import config_checks, sharding, workdirs
+from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.data import batching, builders, splits
 from fewshot_nlu.data.builders import base
 from fewshot_nlu.data.stream import EpochStream
@@ -120,14 +120,11 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path | workdirs.epat
   tok = model.tokenizer
   separator = tok.separator
   contexts, responses = base.read_text_pairs(builder, config.data.train_split, separator)
-  share = sharding.process_share(len(contexts))
-  log.info("stage 1: %d (context, response) pairs from %s/%s; process %d of %d trains on %d of them",
-           len(contexts), config.data.builder, config.data.train_split, jax.process_index(), jax.process_count(),
-           len(share))
-  contexts, responses = [contexts[i] for i in share], [responses[i] for i in share]
-  mesh, host_batch = train_run.mesh_and_host_batch(config)
+  log.info("stage 1: %d (context, response) pairs from %s/%s", len(contexts), config.data.builder,
+           config.data.train_split)
+  mesh, batch_size = train_run.mesh_and_batch(config)
   buckets = batching.length_buckets(config.model.max_length)
-  stream = EpochStream(len(contexts), host_batch,
+  stream = EpochStream(len(contexts), batch_size,
                        batching.pair_batcher(tok.encode(contexts, config.model.max_length),
                                              tok.encode(responses, config.model.max_length), buckets, tok.pad_id,
                                              *train_run.packing_layout(config, mesh)),
@@ -137,7 +134,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path | workdirs.epat
   params, steps = train_run.train(config, workdir, model.params, transformer.logical_axes(model.config), loss_fn,
                                   stream, mesh, writer, grads_fn=grads_fn)
   epoch_steps = stream.total_steps(config.train.epochs)
-  results = {"pairs": len(contexts) * jax.process_count(), "steps": steps,
+  results = {"pairs": len(contexts), "steps": steps,
              "epochs_run": round(steps / max(epoch_steps, 1) * config.train.epochs, 3)}
   if config.data.eval_split:
     held_c, held_r = base.read_text_pairs(builder, config.data.eval_split, separator)
@@ -154,7 +151,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path | workdirs.epat
     if config.eval.before_training:
       results["before_training"] = evaluate(model.params)
   if jax.process_index() == 0:
-    with workdirs.local_folder(workdir / "export") as export:
+    with workdirs.atomic_folder(workdir / "export") as export:
       pretrained.save_pretrained(export, model.config, params, tok, model.heads)
       (export / STAGE1_MARKER).write_text(json.dumps(
           {"base_model": config.model.name, "data": f"{config.data.builder}/{config.data.train_split}",

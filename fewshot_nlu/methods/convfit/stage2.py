@@ -33,7 +33,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks
+from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.data import samplers, splits
 from fewshot_nlu.data.intent_folder import IntentSplit
 from fewshot_nlu.data.stream import EpochStream
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 def validate(config: ml_collections.ConfigDict) -> None:
   builder = train_run.validate_common(config)
   config_checks.require_choice(config, "model.init", specialisation.INITS)
-  config_checks.require_choice(config, "stage2.loss", specialisation.LOSSES)
+  specialisation.validate_loss(config)
   config_checks.require_choice(config, "stage2.sampling", specialisation.SAMPLINGS)
   config_checks.require_choice(config, "classifier.kind", CLASSIFIERS)
   config_checks.require_positive(config, "classifier.k")
@@ -73,18 +73,18 @@ def validate(config: ml_collections.ConfigDict) -> None:
 
 # --------------------------------------------------------------------------------------------- batches
 
-def fast_stream(split: IntentSplit, label_ids: dict, tokenizer, config, host_batch: int, mesh,
+def fast_stream(split: IntentSplit, label_ids: dict, tokenizer, config, batch_size: int, mesh,
                 cache=None) -> EpochStream:
   """P intents x K utterances per batch (``samplers.ClassBalancedBatches``), for the all-pairs loss."""
   labels = np.array([label_ids[l] for l in split.labels], np.int32)
   k = config.stage2.examples_per_class
-  p = host_batch // k
+  p = batch_size // k
   if p > len(label_ids) or p < 2:
     raise config_checks.ConfigError(
-        f"config.stage2.examples_per_class: batches of {host_batch} with K={k} hold P={p} intents, but fast "
+        f"config.stage2.examples_per_class: batches of {batch_size} with K={k} hold P={p} intents, but fast "
         f"sampling needs 2 <= P <= {len(label_ids)} (the intents of {split.source})")
   plan = samplers.ClassBalancedBatches(tuple(int(l) for l in labels), p, k, seed=config.seed)
-  return specialisation.in_batch_stream(split.texts, {"label": labels}, tokenizer, config, host_batch, mesh, plan,
+  return specialisation.in_batch_stream(split.texts, {"label": labels}, tokenizer, config, batch_size, mesh, plan,
                                         cache)
 
 
@@ -112,13 +112,13 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     start = time.perf_counter()
     params, axes = specialisation.stage2_params(model.params, model.config, config)
     params, axes, cache = specialisation.freeze_prefix(params, axes, model, config)
-    mesh, host_batch = train_run.mesh_and_host_batch(config)
+    mesh, batch_size = train_run.mesh_and_batch(config)
     label_ids = {l: i for i, l in enumerate(train_split.label_names)}
     if config.stage2.sampling == "fast":
-      stream = fast_stream(train_split, label_ids, model.tokenizer, config, host_batch, mesh, cache)
+      stream = fast_stream(train_split, label_ids, model.tokenizer, config, batch_size, mesh, cache)
     else:
       pairs = samplers.convfit_pairs(train_split.labels, config.stage2.negatives, seed=config.seed)
-      stream = specialisation.paper_stream(train_split.texts, pairs, model.tokenizer, config, host_batch, mesh,
+      stream = specialisation.paper_stream(train_split.texts, pairs, model.tokenizer, config, batch_size, mesh,
                                            cache)
     loss_fn = specialisation.make_loss_fn(model.config, config)
     params, steps = train_run.train(config, workdir, params, axes, loss_fn, stream, mesh, writer)
@@ -139,7 +139,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   results.update({k: round(v, 2) for k, v in timings.items()},
                  variant=variant_name(config, is_stage1_model(model.directory)), classifier=config.classifier.kind)
   if jax.process_index() == 0:
-    intent_model.save(workdir / "export", encoder_heads=model.heads)
+    with workdirs.atomic_folder(workdir / "export") as export:
+      intent_model.save(export, encoder_heads=model.heads)
   results = train_run.finish(config, workdir, results, steps, writer)
   writer.close()
   return results

@@ -118,12 +118,12 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   tok = model.tokenizer
   firsts, seconds = read_training_pairs(config, tok.separator)
   log.info("DSE (%s): %d training pairs", config.dse.pairs, len(firsts))
-  mesh, host_batch = train_run.mesh_and_host_batch(config)
+  mesh, batch_size = train_run.mesh_and_batch(config)
   buckets = batching.length_buckets(config.model.max_length)
   first_ids = tok.encode(firsts, config.model.max_length)
   second_ids = first_ids if config.dse.pairs == "dropout" else tok.encode(seconds, config.model.max_length)
-  stream = EpochStream(len(firsts), host_batch, batching.pair_batcher(first_ids, second_ids, buckets, tok.pad_id),
-                       seed=config.seed + jax.process_index())
+  stream = EpochStream(len(firsts), batch_size, batching.pair_batcher(first_ids, second_ids, buckets, tok.pad_id),
+                       seed=config.seed)
   params, axes = train_params(model, config)
   writer = MetricWriter(workdir)
   start = time.perf_counter()
@@ -133,11 +133,11 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
              "epochs_run": round(steps * config.train.batch_size / max(len(firsts), 1), 4),
              "train_seconds": round(time.perf_counter() - start, 1)}
   if jax.process_index() == 0:
-    export = workdir / "export"
-    pretrained.save_pretrained(export, model.config, params["encoder"], tok, model.heads)
-    (export / MARKER).write_text(json.dumps(
-        {"base_model": config.model.name, "pairs": config.dse.pairs, "steps": steps,
-         "batch_size": config.train.batch_size, "temperature": config.loss.temperature}, indent=1) + "\n")
+    with workdirs.atomic_folder(workdir / "export") as export:
+      pretrained.save_pretrained(export, model.config, params["encoder"], tok, model.heads)
+      (export / MARKER).write_text(json.dumps(
+          {"base_model": config.model.name, "pairs": config.dse.pairs, "steps": steps,
+           "batch_size": config.train.batch_size, "temperature": config.loss.temperature}, indent=1) + "\n")
   if config.eval.suite:
     start = time.perf_counter()
     results["suite"] = suite.run(make_encoder(model, params["encoder"], config), config)

@@ -41,7 +41,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks
+from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.data import samplers, splits
 from fewshot_nlu.data.builders import nlupp
 from fewshot_nlu.data.intent_folder import LabelSetSplit
@@ -85,7 +85,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   splits.require_splits(config, builder, "data.train_split", train_splits)
   splits.require_splits(config, builder, "data.eval_split", test_splits)
   config_checks.require_choice(config, "stage2.mode", MODES)
-  config_checks.require_choice(config, "stage2.loss", specialisation.LOSSES)
+  specialisation.validate_loss(config)
   config_checks.require_choice(config, "stage2.sampling", specialisation.SAMPLINGS)
   mlp_head.validate_config(config, "classifier.mlp")
   config_checks.require_positive(config, "stage2.adapter_reduction", "stage2.fast_epochs_factor")
@@ -123,16 +123,16 @@ def specialise(config, model, train: LabelSetSplit, labels: list[str], workdir: 
   start = time.perf_counter()
   params, axes = specialisation.stage2_params(model.params, model.config, run_config)
   params, axes, cache = specialisation.freeze_prefix(params, axes, model, run_config)
-  mesh, host_batch = train_run.mesh_and_host_batch(run_config)
+  mesh, batch_size = train_run.mesh_and_batch(run_config)
   if config.stage2.sampling == "fast":
     run_config.train.epochs = config.train.epochs * config.stage2.fast_epochs_factor
     stream = specialisation.in_batch_stream(train.texts, {"label_sets": multilabel.multi_hot(train.label_sets, labels)},
-                                            model.tokenizer, run_config, host_batch, mesh, cache=cache)
+                                            model.tokenizer, run_config, batch_size, mesh, cache=cache)
     passes_per_step = config.train.batch_size
   else:
     pairs = samplers.multilabel_pairs(train.label_sets, config.stage2.negatives, seed=config.seed,
                                       keep_positive_fraction=config.stage2.keep_positive_fraction)
-    stream = specialisation.paper_stream(train.texts, pairs, model.tokenizer, run_config, host_batch, mesh,
+    stream = specialisation.paper_stream(train.texts, pairs, model.tokenizer, run_config, batch_size, mesh,
                                          cache)
     passes_per_step = 2 * config.train.batch_size
   loss_fn = specialisation.make_loss_fn(model.config, run_config)
@@ -198,8 +198,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   results["accuracy"] = results["exact_match"]
   if jax.process_index() == 0:
     write_predictions(workdir / "predictions.tsv", test, predictions)
-    intent_model.save(workdir / "export", base_name=config.model.name, base_params=model.params,
-                      encoder_heads=model.heads)
+    with workdirs.atomic_folder(workdir / "export") as export:
+      intent_model.save(export, base_name=config.model.name, base_params=model.params, encoder_heads=model.heads)
   results.update({k: round(v, 2) if isinstance(v, float) and k.endswith("seconds") else v
                   for k, v in results.items()},
                  variant=variant_name(config), num_train=len(train.texts), num_eval=len(test.texts),

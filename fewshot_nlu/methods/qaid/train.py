@@ -57,7 +57,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks, workdirs
+from fewshot_nlu import config_checks, sharding, workdirs
 from fewshot_nlu.data import batching, masking, splits
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import frozen_prefix, pooling, pretrained, transformer
@@ -326,12 +326,12 @@ def make_loss_fn(cfg: transformer.EncoderConfig, tokenizer, config):
 
 # ---------------------------------------------------------------------------------------------- batches
 
-def text_stream(texts, tokenizer, config, host_batch: int) -> EpochStream:
+def text_stream(texts, tokenizer, config, batch_size: int) -> EpochStream:
   """Pre-training batches: ``text_ids``/``text_mask`` of n queries (length-bucketed) and ``valid``."""
   sides = {"text": (tokenizer.encode(texts, config.qaid.query_length),
                     batching.length_buckets(config.qaid.query_length))}
-  return EpochStream(len(texts), host_batch, batching.padded_batcher(sides, tokenizer.pad_id),
-                     seed=config.seed + jax.process_index())
+  return EpochStream(len(texts), batch_size, batching.padded_batcher(sides, tokenizer.pad_id),
+                     seed=config.seed)
 
 
 def _queries_and_answers(texts, answers, tokenizer, config):
@@ -340,17 +340,17 @@ def _queries_and_answers(texts, answers, tokenizer, config):
           batching.length_buckets(config.qaid.query_length), batching.length_buckets(config.qaid.answer_length))
 
 
-def example_stream(texts, label_ids: np.ndarray, answers: list[str], tokenizer, config, host_batch: int
+def example_stream(texts, label_ids: np.ndarray, answers: list[str], tokenizer, config, batch_size: int
                    ) -> EpochStream:
   """Fine-tuning batches: each example's query and its intent's answer (``query_*``, ``answer_*``), its
   ``label`` id and ``valid``."""
   query_ids, answer_ids, q_buckets, a_buckets = _queries_and_answers(texts, answers, tokenizer, config)
   sides = {"query": (query_ids, q_buckets), "answer": ([answer_ids[l] for l in label_ids], a_buckets)}
   make_batch = batching.padded_batcher(sides, tokenizer.pad_id, {"label": np.asarray(label_ids, np.int32)})
-  return EpochStream(len(texts), host_batch, make_batch, seed=config.seed)
+  return EpochStream(len(texts), batch_size, make_batch, seed=config.seed)
 
 
-def triplet_stream(texts, label_ids: np.ndarray, answers: list[str], tokenizer, config, host_batch: int
+def triplet_stream(texts, label_ids: np.ndarray, answers: list[str], tokenizer, config, batch_size: int
                    ) -> EpochStream:
   """ColBERT baseline batches: ``qaid.triplets_per_query`` (query, its answer, a BM25-hard negative answer)
   triplets per training query (negatives: the highest-BM25 wrong answers, §3.3.1)."""
@@ -364,7 +364,7 @@ def triplet_stream(texts, label_ids: np.ndarray, answers: list[str], tokenizer, 
   sides = {"query": ([query_ids[q] for q in queries], q_buckets),
            "positive": ([answer_ids[label_ids[q]] for q in queries], a_buckets),
            "negative": ([answer_ids[a] for a in negatives], a_buckets)}
-  return EpochStream(len(queries), host_batch, batching.padded_batcher(sides, tokenizer.pad_id), seed=config.seed)
+  return EpochStream(len(queries), batch_size, batching.padded_batcher(sides, tokenizer.pad_id), seed=config.seed)
 
 
 # ------------------------------------------------------------------------------------------------- run
@@ -438,7 +438,7 @@ def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, tr
     log.info("step %d: %s accuracy %s", step, config.eval.dev_split, by_match)
 
   def callback(step: int, state) -> bool:
-    measure(step, jax.device_get(state.params))
+    measure(step, sharding.to_host(state.params))
     return False
 
   return measure, callback
@@ -450,13 +450,13 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     if config_checks.get(config, field) > model.config.max_length:
       raise config_checks.ConfigError(f"config.{field}: {config_checks.get(config, field)} exceeds the model's "
                                       f"{model.config.max_length} positions")
-  mesh, host_batch = train_run.mesh_and_host_batch(config)
+  mesh, batch_size = train_run.mesh_and_batch(config)
   writer = MetricWriter(workdir)
   tok = model.tokenizer
   if config.qaid.stage == "pretrain":
     texts = pretraining_texts(config)
     log.info("QAID pre-training on %d utterances of %s", len(texts), "+".join(config.qaid.pretrain_datasets))
-    stream, labels, answers = text_stream(texts, tok, config, host_batch), [], []
+    stream, labels, answers = text_stream(texts, tok, config, batch_size), [], []
     results = {"utterances": len(texts)}
     warm_texts = texts
   else:
@@ -467,7 +467,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     index = {l: i for i, l in enumerate(labels)}
     label_ids = np.array([index[l] for l in train_split.labels], np.int32)
     make = triplet_stream if config.qaid.loss == "triplet" else example_stream
-    stream = make(train_split.texts, label_ids, answers, tok, config, host_batch)
+    stream = make(train_split.texts, label_ids, answers, tok, config, batch_size)
     results = {"train_examples": len(train_split.texts), "intents": len(labels)}
     warm_texts = list(train_split.texts) + answers
   params, axes, notes = init_params(model, config, len(labels), warm_texts)
@@ -491,14 +491,14 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     results["dev_curve"] = curve
     results["dev_curve_seconds"] = round(sum(p["seconds"] for p in curve[1:]), 1)
   heads = export_heads(params, model.config, model.heads)
-  export = workdir / "export"
   if config.qaid.stage == "pretrain":
     if jax.process_index() == 0:
-      pretrained.save_pretrained(export, model.config, params["encoder"], tok, heads)
-      projection_head.save(export, params["projection"], file=late_interaction.PROJECTION_FILE,
-                           activation="none")
-      (export / MARKER).write_text(json.dumps({"base_model": config.model.name, "steps": steps,
-                                               "utterances": results["utterances"]}, indent=1) + "\n")
+      with workdirs.atomic_folder(workdir / "export") as export:
+        pretrained.save_pretrained(export, model.config, params["encoder"], tok, heads)
+        projection_head.save(export, params["projection"], file=late_interaction.PROJECTION_FILE,
+                             activation="none")
+        (export / MARKER).write_text(json.dumps({"base_model": config.model.name, "steps": steps,
+                                                 "utterances": results["utterances"]}, indent=1) + "\n")
   else:
     qaid = retrieval_model(config, model, params, labels, answers, train_split)
     if config.eval.select_best and read_best(workdir):
@@ -511,7 +511,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     results["eval_seconds"] = round(time.perf_counter() - start, 1)
     results["accuracy_by_match"] = accuracy_by_match(qaid, eval_split)  # every inference mode, the same model
     if jax.process_index() == 0:
-      qaid.save(export, encoder_heads=heads)
+      with workdirs.atomic_folder(workdir / "export") as export:
+        qaid.save(export, encoder_heads=heads)
     results.update(dataset=config.data.builder, train_split=config.data.train_split,
                    eval_split=config.data.eval_split, loss=config.qaid.loss, similarity=config.qaid.similarity,
                    augment=config.qaid.augment, match=config.qaid.match)

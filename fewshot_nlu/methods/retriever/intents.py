@@ -142,7 +142,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     params, record = retriever_training.train(config, workdir, model, items, span=False, evaluate=None)
     results.update(training=record, train_seconds=round(time.perf_counter() - start, 1))
     if jax.process_index() == 0:
-      pretrained.save_pretrained(workdir / "export", model.config, params, model.tokenizer)
+      with workdirs.atomic_folder(workdir / "export") as export:
+        pretrained.save_pretrained(export, model.config, params, model.tokenizer)
   encoder = SentenceEncoder(model.config, params, model.tokenizer, pooling_mode="cls", normalize=False,
                             max_length=config.model.max_length, batch_size=config.eval.batch_size,
                             dtype=DTYPES[config.model.dtype])

@@ -176,8 +176,9 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
                                                 "predicted_slots [label score <- retrieved span]"), predictions)
     notes = {"threshold": f"best development F1 on {results['dev_domain']} (fold{fold}_valid)",
              "support": f"the support set of test episode 0 of fold{fold}_test ({domain})"}
-    SlotFillerModel(retriever, test[0]["support"], threshold=threshold, **decoding, notes=notes).save(
-        workdir / "export", encoder_heads=model.heads)
+    with workdirs.atomic_folder(workdir / "export") as export:
+      SlotFillerModel(retriever, test[0]["support"], threshold=threshold, **decoding, notes=notes).save(
+          export, encoder_heads=model.heads)
     workdirs.write_results(workdir, results)
   return results
 

@@ -19,13 +19,14 @@ from typing import Any
 from fewshot_nlu.data.bio import validate_bio
 from fewshot_nlu.data.builders.joint import check_aligned
 from fewshot_nlu.data.intent_folder import read_lines
+from fewshot_nlu.errors import DataError, MissingDataFile
 
 
 def _words(value: Any, where: str, field: str) -> list[str]:
   if isinstance(value, str):
     value = value.split()
   if not isinstance(value, list) or not all(isinstance(v, str) and v and v.split() == [v] for v in value):
-    raise ValueError(f"{where}: field {field!r} must be a list of non-empty strings without whitespace "
+    raise DataError(f"{where}: field {field!r} must be a list of non-empty strings without whitespace "
                      f"(or one whitespace-separated string), got {value!r}")
   return value
 
@@ -34,9 +35,9 @@ def utterance(tokens: Any, tags: Any, where: str, tags_where: str | None = None)
   """One validated support utterance; ``where`` names its file and line (``tags_where`` the tags' own)."""
   tokens, tags = _words(tokens, where, "tokens"), _words(tags, tags_where or where, "tags")
   if not tokens:
-    raise ValueError(f"{where}: field 'tokens' is empty")
+    raise DataError(f"{where}: field 'tokens' is empty")
   if len(tags) != len(tokens):
-    raise ValueError(f"{tags_where or where}: field 'tags': {len(tags)} tags for {len(tokens)} tokens")
+    raise DataError(f"{tags_where or where}: field 'tags': {len(tags)} tags for {len(tokens)} tokens")
   validate_bio(tags, f"{tags_where or where}: field 'tags'")
   return {"tokens": tokens, "tags": tags}
 
@@ -58,14 +59,14 @@ def read_support(path: str | pathlib.Path) -> list[dict[str, list[str]]]:
       try:
         record = json.loads(raw)
       except json.JSONDecodeError as e:
-        raise ValueError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+        raise DataError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
       if not isinstance(record, dict) or {"tokens", "tags"} - set(record):
-        raise ValueError(f"{where}: expected an object with fields 'tokens' and 'tags'")
+        raise DataError(f"{where}: expected an object with fields 'tokens' and 'tags'")
       rows.append(utterance(record["tokens"], record["tags"], where))
   else:
-    raise FileNotFoundError(f"{path}: no such support set (a folder with seq.in + seq.out, or a .jsonl file)")
+    raise MissingDataFile(f"{path}: no such support set (a folder with seq.in + seq.out, or a .jsonl file)")
   if not rows:
-    raise ValueError(f"{path}: the support set is empty")
+    raise DataError(f"{path}: the support set is empty")
   if not any(tag != "O" for row in rows for tag in row["tags"]):
-    raise ValueError(f"{path}: no utterance holds a labelled slot (every tag is O): nothing to retrieve")
+    raise DataError(f"{path}: no utterance holds a labelled slot (every tag is O): nothing to retrieve")
   return rows

@@ -180,9 +180,6 @@ def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: Sp
   """Trains the encoder on ``items``; returns (the encoder params to use, a record of the training). With
   ``evaluate(params) -> (score, details)`` those are the best-scoring params (exported in ``<workdir>/best``),
   and the record's ``best_details`` are that evaluation's details; else the final params."""
-  if jax.process_count() > 1:
-    raise NotImplementedError("Retriever training builds the whole per-label batch on one host; multi-host "
-                              "runs need each process to take its slice of the plan's batches")
   mesh = sharding.make_mesh(dict(config.mesh))
   num_labels = len(items.label_names)
   batch = global_batch_size(num_labels, config.retriever.per_label_batch, mesh)
@@ -199,7 +196,7 @@ def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: Sp
   evaluations_since_best = [0]
 
   def callback(step, state):
-    encoder = frozen_prefix.thaw({"encoder": jax.device_get(state.params["encoder"])}, cache)["encoder"]
+    encoder = frozen_prefix.thaw({"encoder": sharding.to_host(state.params["encoder"])}, cache)["encoder"]
     score, details = evaluate(encoder)
     writer.write(step, {"dev_score": score}, prefix="eval/")
     if score > best["score"]:

@@ -1,0 +1,44 @@
+"""Errors a person can fix — a config field, a data file, a workdir, a model name, a full disk — as opposed to
+bugs. The command-line tools (``main``, ``predict``) print a user error as one line ``error: <where>: <what>``
+(a hint after a semicolon where there is one) and exit with status 2, without a traceback unless ``--verbose``;
+any other exception is a bug and keeps its traceback."""
+
+from __future__ import annotations
+
+import errno
+
+EXIT_USER_ERROR = 2
+
+
+class UserError(Exception):
+  """Base of every error a user can fix; its message starts with where (a field, a file[:line], a flag)."""
+
+
+class DataError(UserError, ValueError):
+  """A data file that cannot be read as its format says; the message names the file, line and field."""
+
+
+class MissingDataFile(UserError, FileNotFoundError):
+  """A data file or folder that is not there; the message names the path."""
+
+
+def _disk_full(error: BaseException) -> OSError | None:
+  """The ``ENOSPC`` OSError behind ``error`` (itself, or its cause / context: orbax and TFDS wrap them)."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+      return error
+    error = error.__cause__ or error.__context__
+  return None
+
+
+def one_line(error: BaseException) -> str | None:
+  """The one-line message of a user error (``error: ...``), or None for a bug."""
+  if isinstance(error, UserError):
+    return f"error: {error}"
+  full = _disk_full(error)
+  if full is not None:
+    return (f"error: {full.filename or 'disk'}: no space left on device; free some space (or use a --workdir on "
+            "another disk) and rerun: the run resumes from its last checkpoint")
+  return None
