@@ -511,3 +511,17 @@ def test_predict_keeps_inputs_and_outputs_aligned_and_checks_paths_first(toy, tm
       f"error: --output {tmp_path / 'no' / 'out.jsonl'}: folder {tmp_path / 'no'} does not exist")
   assert predict.main(["--model", export, "fine", ""]) == 2
   assert capsys.readouterr().err.strip() == "error: utterance 2 on the command line is empty; give words to classify"
+
+
+def test_a_metrics_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path):
+  writer = MetricWriter(tmp_path, tensorboard=False)
+  for step in (1, 2, 3):
+    writer.write(step, {"loss": step})
+  writer.close()
+  path = tmp_path / "metrics.jsonl"
+  path.write_text(path.read_text() + '{"step": 4, "lo')  # kill -9 in the middle of a write
+  writer = MetricWriter(tmp_path, tensorboard=False)
+  writer.truncate_after(2)
+  writer.write(3, {"loss": 30.0})
+  writer.close()
+  assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3]

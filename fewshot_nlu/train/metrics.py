@@ -38,13 +38,13 @@ class MetricWriter:
 
   def truncate_after(self, step: int) -> None:
     """Drops JSONL lines logged after ``step`` (by a run that died before its next checkpoint), so a resumed
-    run's metrics file has each step once."""
+    run's metrics file has each step once; a line a kill cut short (not JSON) is dropped too."""
     if not self.enabled:
       return
     if self._file is not None:
       self._file.close()
     lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True) if self.path.exists() else []
-    self._lines = [line for line in lines if json.loads(line)["step"] <= step]
+    self._lines = [line for line in lines if _step_of(line) is not None and _step_of(line) <= step]
     self.path.write_text("".join(self._lines), encoding="utf-8")
     self._file = None if self.remote else open(self.path, "a", encoding="utf-8")
 
@@ -69,3 +69,11 @@ class MetricWriter:
         self._file.close()
       if self._tb is not None:
         self._tb.close()
+
+
+def _step_of(line: str) -> int | None:
+  """The step of a metrics line, or None for a line that is not a whole JSON object with one."""
+  try:
+    return int(json.loads(line)["step"])
+  except (ValueError, KeyError, TypeError):
+    return None
