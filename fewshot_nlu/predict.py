@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
       raise errors.UserError(f"utterance {empty[0]} on the command line is empty; give words to classify")
     output = check_output_path(args.output) if args.output else None
     if args.input:
-      texts += read_lines(pathlib.Path(args.input))
+      from fewshot_nlu.data.intent_folder import read_lines
+      texts += read_lines(pathlib.Path(args.input), keep_blank=True)  # blank lines get an empty answer
     extra = read_examples(pathlib.Path(args.add)) if args.add else None
     model = load_model(args.model)
     if args.support:
@@ -123,18 +124,6 @@ def main(argv: list[str] | None = None) -> int:
   print(f"wrote {len(texts)} predictions to {args.output} (line i answers input i; "
         f"{len(texts) - len(answered)} empty lines answered {{\"empty\": true}})", file=sys.stderr)
   return 0
-
-
-def read_lines(path: pathlib.Path) -> list[str]:
-  """The lines of an ``--input`` file, stripped, blank ones kept (as ``""``) so outputs line up with inputs."""
-  from fewshot_nlu import errors
-  if not path.is_file():
-    raise errors.MissingDataFile(f"--input {path}: no such file")
-  try:
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-  except UnicodeDecodeError as e:
-    line = path.read_bytes()[:e.start].count(b"\n") + 1
-    raise errors.DataError(f"--input {path}:{line}: not valid UTF-8 ({e.reason})") from None
 
 
 def check_output_path(output: str) -> pathlib.Path:

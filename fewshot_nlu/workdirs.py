@@ -179,14 +179,10 @@ RESUMABLE_FIELDS = ("compilation_cache_dir", "distributed.", "eval.", "mesh.", "
 RUN_FILES = ("config.json", IDENTITY_FILE, "checkpoints")  # any of these: the folder holds a run
 
 
-def _flat(node, prefix: str = "") -> dict:
-  out = {}
-  for key, value in node.items():
-    if isinstance(value, dict):
-      out.update(_flat(value, f"{prefix}{key}."))
-    else:
-      out[f"{prefix}{key}"] = value
-  return out
+def _flat(node: dict) -> dict:
+  """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
+  from flax import traverse_util
+  return traverse_util.flatten_dict(node, sep=".")
 
 
 def _model_fields(flat: dict) -> dict:

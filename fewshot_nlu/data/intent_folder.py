@@ -33,9 +33,9 @@ class LabelSetSplit:
     return sorted({l for labels in self.label_sets for l in labels})
 
 
-def read_lines(path: pathlib.Path) -> list[str]:
-  """Non-empty, stripped lines of a UTF-8 file; errors name the file and line (missing file, undecodable
-  bytes, empty line)."""
+def read_lines(path: pathlib.Path, keep_blank: bool = False) -> list[str]:
+  """Stripped lines of a UTF-8 file; errors name the file and line (missing file, undecodable bytes, and an
+  empty line unless ``keep_blank``, which keeps it as ``""``)."""
   path = pathlib.Path(path)
   if not path.exists():
     raise MissingDataFile(f"{path}: missing (expected one line per example)")
@@ -48,7 +48,7 @@ def read_lines(path: pathlib.Path) -> list[str]:
       text = line.decode("utf-8").strip()
     except UnicodeDecodeError as e:
       raise DataError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
-    if not text:
+    if not text and not keep_blank:
       raise DataError(f"{path}:{number}: empty line (every line must hold one example)")
     lines.append(text)
   return lines
