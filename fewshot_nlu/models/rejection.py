@@ -106,7 +106,8 @@ def knn_leave_one_out(vectors: np.ndarray, labels: Sequence[str], k: int, *, chu
     sims = vectors[start : start + chunk] @ vectors.T
     rows = np.arange(len(sims))
     sims[rows, start + rows] = -np.inf  # leave the row itself out
-    nearest = np.argsort(-sims, axis=1, kind="stable")[:, :depth]
+    nearest = np.argpartition(-sims, depth - 1, axis=1)[:, :depth]  # the k nearest, then in order of nearness
+    nearest = np.take_along_axis(nearest, np.argsort(-np.take_along_axis(sims, nearest, 1), 1, kind="stable"), 1)
     for i, order in enumerate(nearest):
       totals: dict[str, float] = {}
       for j in order:  # in order of nearness: max() keeps the first of equal totals, as vote() does
