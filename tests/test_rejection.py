@@ -94,23 +94,30 @@ def test_intent_model_rejects_saves_its_threshold_and_the_cli_uses_it(encoder, t
   assert "no calibrated out-of-scope threshold" in capsys.readouterr().err
 
 
-def test_mlp_calibration_retrains_out_of_fold(encoder):
+def test_mlp_calibration_retrains_out_of_fold(encoder, monkeypatch):
   labels = sorted(set(LABELS))
   vectors = encoder.encode(TEXTS)
-  targets = np.eye(len(labels), dtype=np.float32)[[labels.index(l) for l in LABELS]]
-  config = mlp_head.MLPConfig(hidden=(16,), dropout=0.0, epochs=5)
-  model = IntentModel.from_examples(encoder, TEXTS, LABELS, classifier="mlp", mlp=mlp_head.train(vectors, targets,
-                                                                                                  config))
+  rng = np.random.default_rng(0)
+  mlp = [{"kernel": rng.normal(size=(vectors.shape[1], len(labels))).astype(np.float32),
+          "bias": np.zeros(len(labels), np.float32)}]
+  model = IntentModel.from_examples(encoder, TEXTS, LABELS, classifier="mlp", mlp=mlp)
   with pytest.raises(ValueError, match="pass mlp_config="):
     model.calibrate_rejection()
-  cal = model.calibrate_rejection(0.3, mlp_config=config, folds=4, seed=1)
+  trained_on = []
 
-  def fit_predict(x, y, held):
-    return mlp_head.predict_proba(mlp_head.train(x, y, config), held)
+  def fake_train(x, y, config):  # a deterministic one-layer "fit" that records what it was trained on
+    trained_on.append({row.tobytes() for row in np.asarray(x)})
+    return [{"kernel": np.asarray(x.T @ y, np.float32), "bias": np.zeros(y.shape[1], np.float32)}]
 
-  expected = rejection.out_of_fold(vectors, targets, 4, 1, fit_predict).max(axis=1)
+  monkeypatch.setattr(mlp_head, "train", fake_train)
+  cal = model.calibrate_rejection(0.3, mlp_config=mlp_head.MLPConfig(), folds=4, seed=1)
+  rows = [row.tobytes() for row in model.index.vectors]
+  assert len(trained_on) == 4 and all(sum(r in seen for seen in trained_on) == 3 for r in rows)  # out of 1 fold each
+  targets = np.eye(len(labels), dtype=np.float32)[[labels.index(l) for l in LABELS]]
+  expected = rejection.out_of_fold(model.index.vectors, targets, 4, 1, lambda x, y, held: mlp_head.predict_proba(
+      fake_train(x, y, None), held)).max(axis=1)
   assert cal.threshold == pytest.approx(float(np.quantile(expected, 0.3)), abs=1e-5)
-  assert "4-fold" in cal.rule and 0.0 <= cal.threshold <= 1.0
+  assert "4-fold" in cal.rule and cal.rows == 8 and 0.0 <= cal.threshold <= 1.0
 
 
 def _qaid(tiny_bert_dir, match: str, rows: list[dict] | None = None) -> QAIDModel:
