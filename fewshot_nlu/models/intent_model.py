@@ -9,8 +9,9 @@ decision rule.
 
 The pool can grow after training (``add_examples``; ConvFiT Figure 6, inference-time augmentation) without
 touching the encoder. ``save``/``load`` write one folder: the encoder in Hugging Face layout (with the
-down-projection if any), ``index/``, ``mlp.safetensors`` if any, and ``intent_model.json`` (kind
-``intent_model``). A ``models.protocol.Model``.
+down-projection if any, and sentence-transformers' module files: ``SentenceEncoder.save``), ``index/``,
+``mlp.safetensors`` if any, ``intent_model.json`` (kind ``intent_model``) and a model card (``README.md``).
+A ``models.protocol.Model``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fewshot_nlu.encoders import pretrained
-from fewshot_nlu.encoders import projection as projection_head
+from fewshot_nlu import model_card
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.index import Index
@@ -120,14 +120,12 @@ class IntentModel:
 
   def save(self, directory: str | pathlib.Path, *, encoder_heads: dict | None = None) -> pathlib.Path:
     directory = pathlib.Path(directory)
-    enc = self.encoder
-    pretrained.save_pretrained(directory, enc.cfg, enc.params, enc.tokenizer, encoder_heads)
-    if enc.projection is not None:
-      projection_head.save(directory, enc.projection)
+    self.encoder.save(directory, heads=encoder_heads)
     if self.mlp is not None:
       mlp_head.save(directory, self.mlp)
     self.index.save(directory / "index")
     self._write_meta(directory)
+    model_card.write(directory)
     return directory
 
   def _write_meta(self, directory: pathlib.Path) -> None:
