@@ -1,5 +1,6 @@
-"""``serve.worker.ModelWorker`` on a fake model (no JAX): which requests share a model call, the order of
-updates and predictions, and errors that stay with their request. (The live server: test_serve.)"""
+"""The server's parts on fake models (no JAX): ``serve.worker.ModelWorker`` (which requests share a model call,
+the order of updates and predictions, errors that stay with their request) and ``serve.app`` in process
+(``reject`` passed only to a model that takes it). The live server: test_serve."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import threading
 
 import pytest
 
+from fewshot_nlu.serve import app as serve_app
 from fewshot_nlu.serve.worker import ModelWorker, Stopped
 
 
@@ -115,3 +117,40 @@ def test_bad_settings_are_refused():
     ModelWorker(FakeModel(), max_batch_texts=0)
   with pytest.raises(ValueError, match="batch_wait_s must be >= 0"):
     ModelWorker(FakeModel(), batch_wait_s=-1)
+
+
+class RejectingModel(FakeModel):
+  """A model with out-of-scope rejection (``predict(..., reject=True)``)."""
+
+  kind = "fake"
+  labels = ["a"]
+
+  def predict(self, texts, *, reject: bool = False):
+    return [_Answer(("oos",) if reject else ("a",)) for _ in texts]
+
+
+class _Answer:
+  def __init__(self, labels):
+    self.labels = labels
+
+  def to_dict(self):
+    return {"labels": list(self.labels), "score": float("-inf")}
+
+
+class PlainModel(RejectingModel):
+  def predict(self, texts):
+    return [_Answer(("a",)) for _ in texts]
+
+
+def test_reject_reaches_only_a_model_that_takes_it(tmp_path):
+  from starlette.testclient import TestClient
+  assert serve_app.supports_reject(RejectingModel()) and not serve_app.supports_reject(PlainModel())
+  with TestClient(serve_app.create_app(RejectingModel(), tmp_path)) as client:
+    answer = client.post("/predict", json={"texts": ["x"], "reject": True}).json()
+    assert answer == {"predictions": [{"text": "x", "labels": ["oos"], "score": None}]}  # -inf is no JSON
+    assert client.post("/predict", json={"texts": ["x"]}).json()["predictions"][0]["labels"] == ["a"]
+    assert client.get("/healthz").json()["reject"] is True
+  with TestClient(serve_app.create_app(PlainModel(), tmp_path)) as client:
+    assert client.post("/predict", json={"texts": ["x"], "reject": False}).status_code == 200
+    response = client.post("/predict", json={"texts": ["x"], "reject": True})
+    assert response.status_code == 400 and "(kind 'fake') cannot reject" in response.json()["error"]
