@@ -9,20 +9,22 @@ decision rule.
 
 The pool can grow after training (``add_examples``; ConvFiT Figure 6, inference-time augmentation) without
 touching the encoder. ``save``/``load`` write one folder: the encoder in Hugging Face layout (with the
-down-projection if any, and sentence-transformers' module files: ``SentenceEncoder.save``), ``index/``,
-``mlp.safetensors`` if any, ``intent_model.json`` (kind ``intent_model``) and a model card (``README.md``).
-A ``models.protocol.Model``.
+down-projection if any, and sentence-transformers' module files: ``SentenceEncoder.save``), ``index/``
+(``index.<n>/`` once ``save_rows`` has written grown rows; the metadata names it), ``mlp.safetensors`` if any,
+``intent_model.json`` (kind ``intent_model``) and a model card (``README.md``). A ``models.protocol.Model``.
 """
 
 from __future__ import annotations
 
 import collections
 import pathlib
+import shutil
 from typing import Sequence
 
 import numpy as np
 
 from fewshot_nlu import model_card
+from fewshot_nlu import workdirs
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.index import Index
@@ -31,6 +33,7 @@ from fewshot_nlu.models import protocol
 from fewshot_nlu.models.protocol import Neighbour, Prediction
 
 META_FILE = "intent_model.json"
+INDEX_FOLDER = "index"  # save_rows writes index.<n> and records it in META_FILE
 CLASSIFIERS = ("knn", "mlp")
 
 
@@ -77,9 +80,21 @@ class IntentModel:
     return len(self.index)
 
   def save_rows(self, directory: str | pathlib.Path) -> None:
-    """Writes the (possibly grown) index and label list back into a saved model's folder."""
-    self.index.save(pathlib.Path(directory) / "index")
-    self._write_meta(pathlib.Path(directory))
+    """Writes the (possibly grown) index and label list back into a saved model's folder, atomically: the index
+    goes to a new folder (``index.<n>``), then the metadata JSON, replaced in one rename, switches to it and the
+    old folder is deleted. A process killed meanwhile leaves the export as it was (the next ``save_rows``
+    deletes the unused folder). One writer at a time per export."""
+    directory = pathlib.Path(directory)
+    current = _index_folder(directory, protocol.read_meta(directory, META_FILE, "the export/ folder of a training run"))
+    for stale in directory.glob(f"{INDEX_FOLDER}.*"):
+      if stale.name != current:
+        shutil.rmtree(stale, ignore_errors=True)  # written by a save_rows killed before its metadata switched
+    generation = int(current.rpartition(".")[2]) if current != INDEX_FOLDER else 0
+    new = f"{INDEX_FOLDER}.{generation + 1}"
+    with workdirs.atomic_folder(directory / new) as folder:
+      self.index.save(folder)
+    self._write_meta(directory, new)  # the switch
+    shutil.rmtree(directory / current, ignore_errors=True)
 
   def predict(self, texts: Sequence[str], *, neighbours: int = 3, show_progress: bool = False
               ) -> list[Prediction]:
@@ -123,14 +138,14 @@ class IntentModel:
     self.encoder.save(directory, heads=encoder_heads)
     if self.mlp is not None:
       mlp_head.save(directory, self.mlp)
-    self.index.save(directory / "index")
-    self._write_meta(directory)
+    self.index.save(directory / INDEX_FOLDER)
+    self._write_meta(directory, INDEX_FOLDER)
     model_card.write(directory)
     return directory
 
-  def _write_meta(self, directory: pathlib.Path) -> None:
+  def _write_meta(self, directory: pathlib.Path, index_folder: str) -> None:
     meta = {"kind": self.kind, "classifier": self.classifier, "k": self.k, "labels": self.labels,
-            "pooling": self.encoder.pooling_mode, "max_length": self.encoder.max_length}
+            "pooling": self.encoder.pooling_mode, "max_length": self.encoder.max_length, "index": index_folder}
     protocol.write_meta(directory, META_FILE, meta)
 
   @classmethod
@@ -139,13 +154,23 @@ class IntentModel:
     meta = protocol.read_meta(directory, META_FILE, "the export/ folder of a training run")
     encoder = SentenceEncoder.from_pretrained(str(directory), pooling_mode=meta["pooling"],
                                               max_length=meta["max_length"], **encoder_kwargs)
-    index = Index.load(directory / "index")
+    index = Index.load(directory / _index_folder(directory, meta))
     if index.dim != encoder.dim:
       raise ValueError(f"{directory}: index vectors are {index.dim}-d but the encoder gives {encoder.dim}-d")
     labels = meta["labels"]
     if meta["classifier"] == "knn":  # older exports did not record labels added to the index after training
       labels = labels + sorted({p["label"] for p in index.payloads} - set(labels))
     return cls(encoder, index, labels, classifier=meta["classifier"], k=meta["k"], mlp=mlp_head.load(directory))
+
+
+def _index_folder(directory: pathlib.Path, meta: dict) -> str:
+  """The export's index folder as its metadata names it (``index`` in exports written before ``save_rows`` was
+  atomic)."""
+  name = meta.get("index", INDEX_FOLDER)
+  if name != INDEX_FOLDER and not (name.startswith(f"{INDEX_FOLDER}.") and name.rpartition(".")[2].isdigit()):
+    raise ValueError(f"{directory}/{META_FILE}: index {name!r} is no index folder of an export "
+                     f"({INDEX_FOLDER!r} or {INDEX_FOLDER!r}.<n>)")
+  return name
 
 
 def vote(neighbours: Sequence[Neighbour]) -> tuple[str, float]:
