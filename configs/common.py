@@ -21,7 +21,7 @@ def base(method: str) -> ml_collections.ConfigDict:
 
   config.model = ml_collections.ConfigDict()
   config.model.name = "minilm-l6"  # a directory, a packaged model name, or a Hugging Face hub id
-  config.model.pooling = "mean"
+  config.model.pooling = "mean"  # "mean", "cls", "max", or "auto": as a sentence-transformers model declares
   config.model.dtype = "float32"  # "bfloat16" for bf16 compute (params stay float32)
   config.model.max_length = 48
 

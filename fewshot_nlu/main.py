@@ -9,6 +9,11 @@ life (``workdirs.lock``).
 A workdir belongs to one config (``workdirs.claim``): rerunning the same command resumes; a rerun with fields
 that change the model is refused, naming them, unless ``--overwrite`` (which deletes the old run first).
 
+``--config.model.pooling=auto`` pools as the model declares it (a sentence-transformers directory's
+``1_Pooling/config.json``; mean for a plain checkpoint); the resolved value is what the run records. With an
+explicit pooling that differs from the declared one, the run warns. Every export the run leaves gets a model
+card (``README.md``, ``model_card.write_run_cards``) with the run's results and this command.
+
 A user error exits with status 2 and one line ``error: <where>: <what>`` (``errors.one_line``; ``--verbose``
 adds the traceback): a config field (before anything is compiled or written), a data file (file, line, field),
 a model name, a workdir another run holds or that holds another config's run, a training run whose loss,
@@ -23,6 +28,7 @@ import json
 import logging
 import os
 import pathlib
+import shlex
 import sys
 
 from absl import app, flags
@@ -51,16 +57,49 @@ def setup_jax(config) -> None:
                                     else None)
 
 
-def run(config, workdir: str | pathlib.Path, overwrite: bool = False) -> dict:
+def resolve_pooling(config) -> None:
+  """``config.model.pooling = "auto"`` becomes the pooling ``config.model.name`` declares (mean when it declares
+  none); an explicit pooling other than the declared one is kept, with a warning."""
+  log = logging.getLogger("fewshot_nlu")
+  model = config.get("model")
+  if model is None or "pooling" not in model or not model.get("name"):
+    return
+  from fewshot_nlu.config_checks import ConfigError
+  from fewshot_nlu.encoders import pretrained
+  from fewshot_nlu.errors import UserError
+  try:
+    declared = pretrained.declared_modules(model.name)
+  except UserError:
+    if model.pooling == "auto":
+      raise
+    return  # the method reports a model it cannot load, as before
+  if model.pooling == "auto" and declared is not None and declared.unsupported:
+    raise ConfigError(f"config.model.pooling: 'auto', but {declared.unsupported}; set a pooling explicitly")
+  declared_pooling = declared.pooling if declared else None
+  if model.pooling == "auto":
+    model.pooling = declared_pooling or "mean"
+  elif declared_pooling and declared_pooling != model.pooling:
+    log.warning("config.model.pooling=%r, but %s declares %r pooling (modules.json); set "
+                "--config.model.pooling=auto to pool as it was trained", model.pooling, model.name, declared_pooling)
+  elif declared is not None and declared.unsupported:
+    log.warning("%s; pooling by config.model.pooling=%r instead", declared.unsupported, model.pooling)
+  if declared is not None and declared.projection is not None and config.method != "evaluate":
+    log.warning("%s declares a Dense layer after pooling (modules.json), which training methods do not use: they "
+                "train the transformer's pooled vectors", model.name)
+
+
+def run(config, workdir: str | pathlib.Path, overwrite: bool = False, command: str | None = None) -> dict:
   """Validates the config (before any compile), locks the workdir (``workdirs.lock``, on process 0), claims it
   for this config (``workdirs.claim``: a run of another config there is refused, or deleted with
-  ``overwrite``), records the config in it, and runs the method."""
-  from fewshot_nlu import config_checks, config_fields, workdirs
+  ``overwrite``), records the config in it, runs the method, and writes the model card of every export
+  (``command``: the command line that ran it, for the card)."""
+  from fewshot_nlu import config_checks, config_fields, model_card, workdirs
   from fewshot_nlu.config_checks import ConfigError
   from fewshot_nlu.methods import METHODS, get_method
   method = get_method(config.method)
   config_checks.require_finite_numbers(config)
   config_fields.require_no_ignored_fields(config, config.method, METHODS[config.method])
+  resolve_pooling(config)
   if workdirs.is_remote(workdir) and not getattr(method, "REMOTE_WORKDIR", False):
     raise ConfigError(f"--workdir={workdir}: method {config.method!r} writes its workdir locally; use a local "
                       "--workdir and copy it (gcloud storage rsync), or convfit_stage1, which writes gs:// itself")
@@ -72,7 +111,10 @@ def run(config, workdir: str | pathlib.Path, overwrite: bool = False) -> dict:
     if jax.process_index() == 0:
       workdirs.claim(workdir, config, overwrite)
       (workdir / "config.json").write_text(config.to_json_best_effort(indent=2) + "\n")
-    return method.run(config, workdir)
+    results = method.run(config, workdir)
+    if jax.process_index() == 0:
+      model_card.write_run_cards(workdir, config=config, results=results, command=command)
+    return results
 
 
 def main(argv):
@@ -83,7 +125,8 @@ def main(argv):
   logging.getLogger("fewshot_nlu").setLevel(logging.INFO)
   from fewshot_nlu import errors
   try:
-    results = run(FLAGS.config, FLAGS.workdir, overwrite=FLAGS.overwrite)
+    command = "python -m fewshot_nlu.main " + shlex.join(sys.argv[1:])
+    results = run(FLAGS.config, FLAGS.workdir, overwrite=FLAGS.overwrite, command=command)
   except Exception as e:  # a user error in one line (errors.one_line); a bug keeps its traceback
     message = errors.one_line(e)
     if message is None or FLAGS.verbose:

@@ -149,11 +149,27 @@ def write_json(path, value) -> None:
   write never leaves half a file; a remote (gs://) object write is atomic already."""
   text = json.dumps(value, indent=2) + "\n"
   if isinstance(path, pathlib.Path):
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    replace_file(path, text)
   else:
     path.write_text(text)
+
+
+def replace_file(path: str | os.PathLike, text: str) -> None:
+  """``text`` (UTF-8) written to a temporary file beside local ``path``, flushed to disk, then renamed over
+  ``path``: a reader, or a process killed meanwhile, sees the old file or the new one, never part of one."""
+  path = pathlib.Path(path)
+  fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+  try:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    make_readable(tmp)  # mkstemp makes it 0o600
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(FileNotFoundError):
+      os.unlink(tmp)
+    raise
 
 
 def write_results(workdir, results: dict, name: str = "results.json") -> dict:

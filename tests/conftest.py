@@ -25,3 +25,8 @@ def tiny_bert_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_roberta_dir(tmp_path_factory):
   return tiny.write_checkpoint(tmp_path_factory.mktemp("tiny_roberta"), "roberta")
+
+
+@pytest.fixture(scope="session")
+def tiny_mpnet_dir(tmp_path_factory):
+  return tiny.write_checkpoint(tmp_path_factory.mktemp("tiny_mpnet"), "mpnet")

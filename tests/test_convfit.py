@@ -214,6 +214,8 @@ def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, vari
   assert [p.label for p in loaded.predict([r[0] for r in rows])] == [r[2] for r in rows]  # the export agrees
   if config.stage2.enabled:
     assert results["steps"] > 0 and (export / "projection.safetensors").exists()
+    dense = json.loads((export / "2_Dense" / "config.json").read_text())  # for sentence-transformers
+    assert dense["out_features"] == 512 and dense["activation_function"].endswith("Tanh")
     assert loaded.encoder.dim == 512
     lines = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [l["step"] for l in lines if "train/loss" in l] == list(range(1, results["steps"] + 1))

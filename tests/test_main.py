@@ -108,6 +108,12 @@ def test_end_to_end_tiny_and_resume_is_a_no_op(tmp_path, tiny_bert_dir):
   exported = pretrained.load_pretrained(str(workdir / "export"))
   assert exported.config == pretrained.load_pretrained(str(tiny_bert_dir)).config
   assert json.loads((workdir / "export" / "labels.json").read_text()) == ["bank", "misc", "music"]
+  # sentence-transformers' module files and the run's model card
+  modules = json.loads((workdir / "export" / "modules.json").read_text())
+  assert [m["type"].rsplit(".", 1)[1] for m in modules] == ["Transformer", "Pooling", "Normalize"]
+  card = (workdir / "export" / "README.md").read_text()
+  assert card.startswith("# Intent classifier (intent_mneg)") and f"| accuracy | {results['accuracy']:.4g} |" in card
+  assert "fewshot_nlu.main.run" in card and "SentenceTransformer(" in card
   # the export is also the 1-NN classifier itself: the predict CLI answers from it
   assert predict.main(["--model", str(workdir / "export"), "--output", str(tmp_path / "p.jsonl"), corpus[3]]) == 0
   [row] = [json.loads(l) for l in (tmp_path / "p.jsonl").read_text().splitlines()]

@@ -1,7 +1,7 @@
 """Tiny random checkpoints in Hugging Face format, written by the tests themselves.
 
-Tensors are named and laid out exactly as HF's BertModel / RobertaModel save them (written here by hand,
-independently of ``fewshot_nlu.encoders.pretrained``), so loading them tests the name mapping for real.
+Tensors are named and laid out exactly as HF's BertModel / RobertaModel / MPNetModel save them (written here by
+hand, independently of ``fewshot_nlu.encoders.pretrained``), so loading them tests the name mapping for real.
 """
 
 from __future__ import annotations
@@ -49,26 +49,43 @@ def roberta_tokenizer() -> tokenizers.Tokenizer:
   return tok
 
 
+RELATIVE_BUCKETS = 32
+# MPNet's attention names (HF MPNetAttention: attn.{q,k,v,o}, then LayerNorm) vs BERT's
+_ATTENTION_NAMES = {
+    "bert": ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+             "attention.output.LayerNorm"),
+    "mpnet": ("attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o", "attention.LayerNorm"),
+}
+
+
+def _prefix(kind: str) -> str:
+  return {"roberta": "roberta.", "mpnet": "mpnet."}.get(kind, "")
+
+
 def hf_tensors(kind: str, vocab_size: int, seed: int = 0) -> dict[str, np.ndarray]:
-  """Random weights under HF names, torch layout ([out, in] for Linear)."""
+  """Random weights under HF names, torch layout ([out, in] for Linear). MPNet's are named as in
+  MPNetForMaskedLM (``mpnet.`` prefix), with the shared ``encoder.relative_attention_bias`` and no token types."""
   rng = np.random.default_rng(seed)
   normal = lambda *shape: rng.normal(0, 0.2, shape).astype(np.float32)
-  prefix = "roberta." if kind == "roberta" else ""
-  positions = POSITIONS + 2 if kind == "roberta" else POSITIONS
+  prefix = _prefix(kind)
+  positions = POSITIONS if kind == "bert" else POSITIONS + 2
   t = {
       "embeddings.word_embeddings.weight": normal(vocab_size, HIDDEN),
       "embeddings.position_embeddings.weight": normal(positions, HIDDEN),
-      "embeddings.token_type_embeddings.weight": normal(1 if kind == "roberta" else 2, HIDDEN),
-      "embeddings.LayerNorm.weight": 1 + normal(HIDDEN), "embeddings.LayerNorm.bias": normal(HIDDEN),
   }
+  if kind != "mpnet":  # drawn in this order: other tests' expectations rest on these random weights
+    t["embeddings.token_type_embeddings.weight"] = normal(1 if kind == "roberta" else 2, HIDDEN)
+  t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"] = 1 + normal(HIDDEN), normal(HIDDEN)
+  if kind == "mpnet":
+    t["encoder.relative_attention_bias.weight"] = rng.normal(0, 1.0, (RELATIVE_BUCKETS, HEADS)).astype(np.float32)
+  attention = _ATTENTION_NAMES["mpnet" if kind == "mpnet" else "bert"]
   for i in range(LAYERS):
     p = f"encoder.layer.{i}."
-    for name in ("attention.self.query", "attention.self.key", "attention.self.value",
-                 "attention.output.dense"):
+    for name in attention[:4]:
       t[p + name + ".weight"] = normal(HIDDEN, HIDDEN)
       t[p + name + ".bias"] = normal(HIDDEN)
-    t[p + "attention.output.LayerNorm.weight"] = 1 + normal(HIDDEN)
-    t[p + "attention.output.LayerNorm.bias"] = normal(HIDDEN)
+    t[p + attention[4] + ".weight"] = 1 + normal(HIDDEN)
+    t[p + attention[4] + ".bias"] = normal(HIDDEN)
     t[p + "intermediate.dense.weight"] = normal(INTERMEDIATE, HIDDEN)
     t[p + "intermediate.dense.bias"] = normal(INTERMEDIATE)
     t[p + "output.dense.weight"] = normal(HIDDEN, INTERMEDIATE)
@@ -87,13 +104,16 @@ def hf_config(kind: str, vocab_size: int) -> dict:
   if kind == "roberta":
     config.update(max_position_embeddings=POSITIONS + 2, type_vocab_size=1, pad_token_id=1,
                   layer_norm_eps=1e-5)
+  elif kind == "mpnet":
+    config.update(max_position_embeddings=POSITIONS + 2, pad_token_id=1, layer_norm_eps=1e-5,
+                  relative_attention_num_buckets=RELATIVE_BUCKETS)
   else:
     config.update(max_position_embeddings=POSITIONS, type_vocab_size=2, pad_token_id=0)
   return config
 
 
 def write_checkpoint(directory: pathlib.Path, kind: str, tensors: dict | None = None) -> pathlib.Path:
-  tok = roberta_tokenizer() if kind == "roberta" else bert_tokenizer()
+  tok = bert_tokenizer() if kind == "bert" else roberta_tokenizer()  # <s> 0, <pad> 1, </s> 2 as MPNet's
   vocab_size = tok.get_vocab_size()
   tok.save(str(directory / "tokenizer.json"))
   (directory / "config.json").write_text(json.dumps(hf_config(kind, vocab_size)))
@@ -115,34 +135,62 @@ def _gelu(x):
   return 0.5 * x * (1 + np.vectorize(erf)(x / sqrt(2)))
 
 
+def mpnet_relative_buckets(length: int) -> np.ndarray:
+  """HF ``MPNetEncoder.relative_position_bucket`` of (key - query) for every pair, line by line in float32
+  numpy (num_buckets 32, max_distance 128)."""
+  position = np.arange(length)
+  relative_position = position[None, :] - position[:, None]
+  num_buckets, max_distance = 32, 128
+  ret = 0
+  n = -relative_position
+  num_buckets //= 2
+  ret += (n < 0).astype(np.int64) * num_buckets
+  n = np.abs(n)
+  max_exact = num_buckets // 2
+  is_small = n < max_exact
+  with np.errstate(divide="ignore"):
+    val_if_large = max_exact + np.nan_to_num(
+        np.log(n.astype(np.float32) / max_exact) / np.float32(np.log(max_distance / max_exact))
+        * (num_buckets - max_exact), neginf=0).astype(np.int64)
+  val_if_large = np.minimum(val_if_large, num_buckets - 1)
+  return ret + np.where(is_small, n, val_if_large)
+
+
 def reference_forward(tensors: dict, config: dict, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-  """BertModel / RobertaModel last hidden state in float64 numpy, straight from the HF definitions."""
-  prefix = "roberta." if config["model_type"] == "roberta" else ""
+  """BertModel / RobertaModel / MPNetModel last hidden state in float64 numpy, straight from the HF
+  definitions."""
+  kind = config["model_type"]
+  prefix = _prefix(kind)
   w = {k[len(prefix):]: v.astype(np.float64) for k, v in tensors.items() if k.startswith(prefix)}
   eps = config["layer_norm_eps"]
-  if config["model_type"] == "roberta":
+  if kind in ("roberta", "mpnet"):
     pad = config["pad_token_id"]
     not_pad = (input_ids != pad).astype(np.int64)
     positions = np.cumsum(not_pad, axis=1) * not_pad + pad
   else:
     positions = np.broadcast_to(np.arange(input_ids.shape[1]), input_ids.shape)
-  x = (w["embeddings.word_embeddings.weight"][input_ids] + w["embeddings.position_embeddings.weight"][positions]
-       + w["embeddings.token_type_embeddings.weight"][np.zeros_like(input_ids)])
+  x = w["embeddings.word_embeddings.weight"][input_ids] + w["embeddings.position_embeddings.weight"][positions]
+  if kind != "mpnet":
+    x = x + w["embeddings.token_type_embeddings.weight"][np.zeros_like(input_ids)]
   x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
   heads, d = config["num_attention_heads"], config["hidden_size"] // config["num_attention_heads"]
   linear = lambda h, name: h @ w[name + ".weight"].T + w[name + ".bias"]
   b, l, _ = x.shape
   bias = np.where(mask[:, None, None, :] == 0, -1e30, 0.0)
+  if kind == "mpnet":  # one relative position bias [1, heads, L, L] for every layer
+    table = w["encoder.relative_attention_bias.weight"]
+    bias = bias + table[mpnet_relative_buckets(l)].transpose(2, 0, 1)[None]
+  attention = _ATTENTION_NAMES["mpnet" if kind == "mpnet" else "bert"]
   for i in range(config["num_hidden_layers"]):
     p = f"encoder.layer.{i}."
     split = lambda h: h.reshape(b, l, heads, d).transpose(0, 2, 1, 3)
-    q, k, v = (split(linear(x, p + f"attention.self.{n}")) for n in ("query", "key", "value"))
+    q, k, v = (split(linear(x, p + name)) for name in attention[:3])
     scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + bias
     probs = np.exp(scores - scores.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
     ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(b, l, heads * d)
-    x = _layer_norm(x + linear(ctx, p + "attention.output.dense"), w[p + "attention.output.LayerNorm.weight"],
-                    w[p + "attention.output.LayerNorm.bias"], eps)
+    x = _layer_norm(x + linear(ctx, p + attention[3]), w[p + attention[4] + ".weight"],
+                    w[p + attention[4] + ".bias"], eps)
     h = _gelu(linear(x, p + "intermediate.dense"))
     x = _layer_norm(x + linear(h, p + "output.dense"), w[p + "output.LayerNorm.weight"],
                     w[p + "output.LayerNorm.bias"], eps)

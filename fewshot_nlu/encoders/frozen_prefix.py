@@ -51,6 +51,9 @@ def validate_layers(cfg: transformer.EncoderConfig, layers: int) -> None:
 def split(params: dict, cfg: transformer.EncoderConfig, layers: int) -> tuple[dict, dict]:
   """(frozen, trainable): the embeddings + layers 0..``layers``-1, and the layers above."""
   validate_layers(cfg, layers)
+  if cfg.relative_attention_num_buckets:
+    raise ValueError("a frozen prefix cannot be cached for MPNet: its relative position bias table is shared by the "
+                     "frozen and the trained layers; use config.train.frozen_prefix_layers=-1")
   frozen_names = {FROZEN, *_layer_names(cfg, 0, layers)}
   unknown = set(params) - {FROZEN, *_layer_names(cfg, 0, cfg.num_layers)}
   if unknown:

@@ -29,6 +29,13 @@ def cls_pool(hidden: jax.Array, attention_mask: jax.Array | None = None) -> jax.
   return hidden[..., 0, :].astype(jnp.float32)
 
 
+def max_pool(hidden: jax.Array, attention_mask: jax.Array) -> jax.Array:
+  """Element-wise maximum over real tokens (sentence-transformers' ``pooling_mode_max_tokens``, padding set to
+  -1e9 before the max as there). [B, H]."""
+  real = attention_mask.astype(bool)[..., None]
+  return jnp.max(jnp.where(real, hidden.astype(jnp.float32), -1e9), axis=-2)
+
+
 def token_matrix(hidden: jax.Array, attention_mask: jax.Array) -> tuple[jax.Array, jax.Array]:
   """All token vectors with padding zeroed, plus the mask (late interaction keeps both). [B, L, H], [B, L]."""
   mask = attention_mask.astype(hidden.dtype)[..., None]
@@ -52,11 +59,11 @@ def l2_normalize(x: jax.Array, eps: float = 1e-12) -> jax.Array:
   return x * jax.lax.rsqrt(jnp.maximum(squared, eps * eps))
 
 
-POOLERS = {"mean": mean_pool, "cls": cls_pool}
+POOLERS = {"mean": mean_pool, "cls": cls_pool, "max": max_pool}
 
 
 def get_pooler(name: str):
-  """A ``(hidden, mask) -> [B, H]`` pooler by name (``mean`` or ``cls``)."""
+  """A ``(hidden, mask) -> [B, H]`` pooler by name (``mean``, ``cls`` or ``max``)."""
   if name not in POOLERS:
     raise ValueError(f"unknown pooling {name!r}; choose one of {sorted(POOLERS)}")
   return POOLERS[name]

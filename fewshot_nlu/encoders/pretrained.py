@@ -10,6 +10,10 @@ Loading is strict: every encoder parameter must be found under its exact HF name
 every tensor in the file must be an encoder weight, a known buffer (``position_ids``) or a known head
 (``pooler.*``, ``cls.*``, ``lm_head.*``; returned in ``Pretrained.heads`` for methods that use them, e.g.
 QAID's MLM head). Anything else is an error that names it.
+
+A sentence-transformers directory (``modules.json``) is read with what it declares (``encoders.st_modules``):
+``Pretrained.sentence`` holds its pooling, normalisation, Dense projection and maximum length, and an older
+layout with the transformer in a subfolder (``0_Transformer/``) is found through ``modules.json``.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import numpy as np
 import safetensors.numpy
 
 from fewshot_nlu import workdirs
-from fewshot_nlu.encoders import transformer
+from fewshot_nlu.encoders import st_modules, transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
 from fewshot_nlu.errors import UserError
 
@@ -39,10 +43,11 @@ MODEL_PACKAGES = {
 }
 _HEAD_PREFIXES = ("pooler.", "cls.", "lm_head.")
 _BUFFER_SUFFIXES = ("position_ids",)
-_BASE_PREFIXES = ("bert.", "roberta.", "model.")
+_BASE_PREFIXES = ("bert.", "roberta.", "mpnet.", "model.")
 _WEIGHT_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer.json",
                     "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "vocab.json",
-                    "merges.txt", "sentencepiece.bpe.model")
+                    "merges.txt", "sentencepiece.bpe.model", "modules.json", "sentence_bert_config.json",
+                    "*/config.json", "*/model.safetensors", "*/*.json", "*/*.txt")
 
 
 class PretrainedError(UserError, ValueError):
@@ -57,6 +62,7 @@ class Pretrained:
   heads: dict[str, np.ndarray]  # HF-named head tensors not part of the encoder (pooler, MLM head)
   source: str
   directory: pathlib.Path
+  sentence: st_modules.SentenceModules | None = None  # what a sentence-transformers directory declares
 
 
 def lower_layers(model: Pretrained, layers: int) -> Pretrained:
@@ -85,19 +91,31 @@ _LAYER_MAP = {
     ("output",): "output.dense",
     ("output_norm",): "output.LayerNorm",
 }
+_MPNET_LAYER_MAP = {  # HF MPNetLayer: attention.attn.{q,k,v,o}, attention.LayerNorm
+    **_LAYER_MAP,
+    ("attention", "query"): "attention.attn.q",
+    ("attention", "key"): "attention.attn.k",
+    ("attention", "value"): "attention.attn.v",
+    ("attention", "output"): "attention.attn.o",
+    ("attention_norm",): "attention.LayerNorm",
+}
 _LEAF_MAP = {"kernel": "weight", "bias": "bias", "scale": "weight", "embedding": "weight"}
 
 
-def hf_name(path: tuple[str, ...]) -> str:
+def hf_name(path: tuple[str, ...], model_type: str = "bert") -> str:
   """HF tensor name of one of our parameters, e.g. ('layer_0','attention','query','kernel') ->
-  'encoder.layer.0.attention.self.query.weight'."""
+  'encoder.layer.0.attention.self.query.weight' (MPNet: 'encoder.layer.0.attention.attn.q.weight'; its shared
+  relative position table ('relative_attention_bias','embedding') -> 'encoder.relative_attention_bias.weight')."""
   *module, leaf = path
   if module[0] == "embeddings":
     return ".".join(module) + "." + _LEAF_MAP[leaf]
+  if tuple(module) == ("relative_attention_bias",):
+    return "encoder.relative_attention_bias." + _LEAF_MAP[leaf]
+  layer_map = _MPNET_LAYER_MAP if model_type == "mpnet" else _LAYER_MAP
   layer = re.fullmatch(r"layer_(\d+)", module[0])
-  if layer is None or tuple(module[1:]) not in _LAYER_MAP:
+  if layer is None or tuple(module[1:]) not in layer_map:
     raise KeyError(f"no HF name for parameter {'/'.join(path)}")
-  return f"encoder.layer.{layer.group(1)}.{_LAYER_MAP[tuple(module[1:])]}.{_LEAF_MAP[leaf]}"
+  return f"encoder.layer.{layer.group(1)}.{layer_map[tuple(module[1:])]}.{_LEAF_MAP[leaf]}"
 
 
 def _to_hf_layout(path: tuple[str, ...], value: np.ndarray) -> np.ndarray:
@@ -154,7 +172,7 @@ def resolve_model_dir(source: str) -> pathlib.Path:
   """The local directory of a model given as a directory, a packaged model name, or a hub id."""
   path = pathlib.Path(source).expanduser()
   if path.is_dir():
-    if not (path / "config.json").exists():
+    if not (path / "config.json").exists() and not (path / st_modules.MODULES_FILE).exists():
       raise PretrainedError(f"{path}: directory has no config.json, so it is not a model checkpoint")
     return path
   if source in MODEL_PACKAGES:
@@ -209,7 +227,7 @@ def params_from_hf_tensors(cfg: transformer.EncoderConfig, tensors: dict[str, np
   flat_shapes = flax.traverse_util.flatten_dict(shapes)
   flat, missing = {}, []
   for path, shape in flat_shapes.items():
-    name = hf_name(path)
+    name = hf_name(path, cfg.model_type)
     if name not in by_name:
       missing.append(f"{name} (for {'/'.join(path)}, shape {shape.shape})")
       continue
@@ -229,6 +247,20 @@ def params_from_hf_tensors(cfg: transformer.EncoderConfig, tensors: dict[str, np
   return flax.traverse_util.unflatten_dict(flat), heads
 
 
+def _sentence_modules(directory: pathlib.Path) -> tuple[st_modules.SentenceModules | None, pathlib.Path]:
+  """What ``directory`` declares as a sentence-transformers model (None if it is not one), and the folder of
+  its HF checkpoint (the directory itself, or the Transformer module's folder)."""
+  try:
+    sentence = st_modules.read(directory)
+  except st_modules.SentenceModulesError as e:
+    raise PretrainedError(str(e)) from e
+  checkpoint = directory / sentence.transformer_path if sentence else directory
+  if not (checkpoint / "config.json").exists():
+    raise PretrainedError(f"{checkpoint}: no config.json (the Transformer module of {directory / 'modules.json'})"
+                          if sentence else f"{directory}: directory has no config.json")
+  return sentence, checkpoint
+
+
 def _read_config(directory: pathlib.Path) -> transformer.EncoderConfig:
   config_path = directory / "config.json"
   try:
@@ -239,15 +271,23 @@ def _read_config(directory: pathlib.Path) -> transformer.EncoderConfig:
 
 def load_config(source: str = DEFAULT_MODEL) -> transformer.EncoderConfig:
   """Only the architecture of a checkpoint (its ``config.json``), without reading the weights."""
-  return _read_config(resolve_model_dir(source))
+  return _read_config(_sentence_modules(resolve_model_dir(source))[1])
+
+
+def declared_modules(source: str = DEFAULT_MODEL) -> st_modules.SentenceModules | None:
+  """What ``source`` declares as a sentence-transformers model (pooling, normalisation, projection), without
+  reading the transformer's weights; None for a plain HF checkpoint."""
+  return _sentence_modules(resolve_model_dir(source))[0]
 
 
 def load_pretrained(source: str = DEFAULT_MODEL) -> Pretrained:
-  """Loads config, params (numpy, on host) and tokenizer of a BERT/RoBERTa-family checkpoint."""
+  """Loads config, params (numpy, on host) and tokenizer of a BERT/RoBERTa/MPNet-family checkpoint, with what
+  it declares as a sentence-transformers model (``Pretrained.sentence``)."""
   directory = resolve_model_dir(source)
-  cfg = _read_config(directory)
-  params, heads = params_from_hf_tensors(cfg, _read_tensors(directory), where=str(directory))
-  return Pretrained(cfg, params, Tokenizer.from_dir(directory), heads, source, directory)
+  sentence, checkpoint = _sentence_modules(directory)
+  cfg = _read_config(checkpoint)
+  params, heads = params_from_hf_tensors(cfg, _read_tensors(checkpoint), where=str(checkpoint))
+  return Pretrained(cfg, params, Tokenizer.from_dir(checkpoint), heads, source, directory, sentence)
 
 
 def save_pretrained(directory: str | pathlib.Path, cfg: transformer.EncoderConfig, params,
@@ -257,7 +297,7 @@ def save_pretrained(directory: str | pathlib.Path, cfg: transformer.EncoderConfi
   directory = pathlib.Path(directory)
   directory.mkdir(parents=True, exist_ok=True)
   flat = flax.traverse_util.flatten_dict(jax.device_get(params))
-  tensors = {hf_name(path): np.ascontiguousarray(_to_hf_layout(path, np.asarray(v, np.float32)))
+  tensors = {hf_name(path, cfg.model_type): np.ascontiguousarray(_to_hf_layout(path, np.asarray(v, np.float32)))
              for path, v in flat.items()}
   tensors.update({k: np.ascontiguousarray(v) for k, v in (heads or {}).items()})
   workdirs.save_safetensors(tensors, directory / "model.safetensors", metadata={"format": "pt"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import pathlib
 from typing import Any, Sequence
 
 import jax
@@ -11,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fewshot_nlu.data import batching
-from fewshot_nlu.encoders import adapters, inference, pooling, pretrained, transformer
+from fewshot_nlu.encoders import adapters, inference, pooling, pretrained, st_modules, transformer
 from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.tokenizer import Tokenizer
 
@@ -54,11 +55,37 @@ class SentenceEncoder:
 
   @classmethod
   def from_pretrained(cls, source: str = pretrained.DEFAULT_MODEL, **kwargs) -> "SentenceEncoder":
-    """Loads ``source`` (see ``pretrained.load_pretrained``), with its down-projection if it has one."""
+    """Loads ``source`` (see ``pretrained.load_pretrained``), with its down-projection if it has one. A
+    sentence-transformers directory encodes as it declares (``modules.json``: pooling, Dense, Normalize,
+    ``max_seq_length`` capped at 128) unless ``kwargs`` say otherwise; a plain checkpoint pools by the mean and
+    normalises."""
     model = pretrained.load_pretrained(source)
-    kwargs.setdefault("projection", projection_head.load(model.directory))
-    kwargs.setdefault("max_length", min(128, model.config.max_length))
+    declared = model.sentence
+    projection = projection_head.load(model.directory)
+    if declared is not None and "pooling_mode" not in kwargs:
+      declared.require_supported()  # told how to pool instead, the caller encodes otherwise
+    if declared is not None and not declared.unsupported:
+      kwargs.setdefault("pooling_mode", declared.pooling)
+      kwargs.setdefault("normalize", declared.normalize)
+      projection = projection if projection is not None else declared.projection
+    kwargs.setdefault("projection", projection)
+    longest = min(model.config.max_length, (declared and declared.max_seq_length) or model.config.max_length)
+    kwargs.setdefault("max_length", min(128, longest))
     return cls(model.config, model.params, model.tokenizer, **kwargs)
+
+  def save(self, directory: str | pathlib.Path, *, heads: dict | None = None) -> pathlib.Path:
+    """Writes the encoder as an HF checkpoint (``pretrained.save_pretrained``, with ``heads``), its projection
+    (``encoders.projection``) and sentence-transformers' module files (``encoders.st_modules``), so that
+    ``from_pretrained`` and ``SentenceTransformer(directory)`` both encode as this encoder does. The params must
+    hold no adapters (an adapter is saved apart from its base: ``encoders.adapters``)."""
+    directory = pathlib.Path(directory)
+    pretrained.save_pretrained(directory, self.cfg, self.params, self.tokenizer, heads)
+    if self.projection is not None:
+      projection_head.save(directory, self.projection)
+    st_modules.write(directory, hidden_size=self.cfg.hidden_size, pooling=self.pooling_mode,
+                     normalize=self.normalize, max_length=self.max_length,
+                     projection=None if self.projection is None else jax.device_get(self.projection))
+    return directory
 
   def with_adapter(self, adapter: dict | None) -> "SentenceEncoder":
     """This encoder with ``adapter`` (``encoders.adapters``) in place of its own adapters (None: without any).

@@ -1,11 +1,17 @@
-"""Pure-functional Flax Transformer encoder for the BERT family (BERT, MiniLM) and RoBERTa family.
+"""Pure-functional Flax Transformer encoder for the BERT family (BERT, MiniLM), the RoBERTa family and MPNet.
 
 The module is applied functionally: ``TransformerEncoder(cfg).apply({'params': params}, ...)``. Every
 parameter carries logical axis names (``nn.with_logical_partitioning``), which ``fewshot_nlu.sharding`` maps
 to mesh axes by rule, so the same params can be replicated, FSDP-sharded or tensor-parallel.
 
-Parameter names mirror the Hugging Face layout (see ``pretrained.HF_NAME_MAP``), so loading is a rename plus a
+Parameter names mirror the Hugging Face layout (see ``pretrained.hf_name``), so loading is a rename plus a
 transpose of dense kernels.
+
+MPNet (``model_type = "mpnet"``; all-mpnet-base-v2, paraphrase-mpnet-base-v2) is BERT's post-LayerNorm block
+with RoBERTa's positions, no token type embeddings, and a relative position bias added to every layer's
+attention logits: one ``relative_attention_bias`` table [buckets, heads] shared by all layers, indexed by
+T5-style log-spaced buckets of the key-query distance (HF ``MPNetEncoder.compute_position_bias`` /
+``relative_position_bucket``: 32 buckets, half per direction, exact up to 8, log-spaced up to 128).
 
 Logical axes used:
   ``vocab``      token-embedding rows
@@ -14,6 +20,7 @@ Logical axes used:
   ``mlp``        feed-forward inner dimension
   ``positions``, ``token_types``  small embedding tables (never sharded by the default rules)
   ``adapter``    the bottleneck of an adapter (``adapter_size``; Multi-ConvFiT's C-ADAPT)
+  ``relative_buckets``, ``heads``  MPNet's relative position bias table (never sharded by the default rules)
 
 Bottleneck adapters (``adapter_size > 0``) follow Pfeiffer et al. (2021), the configuration Multi-ConvFiT §3
 uses, as the ``adapters`` library implements it (``SeqBnConfig``: output adapter only, ReLU, no adapter
@@ -32,6 +39,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}  # config.model.dtype -> compute dtype
 
@@ -45,7 +53,7 @@ ACTIVATIONS = {
 
 @dataclasses.dataclass(frozen=True)
 class EncoderConfig:
-  """Architecture of a BERT/RoBERTa-family encoder (the fields of a HF ``config.json`` we use)."""
+  """Architecture of a BERT/RoBERTa/MPNet-family encoder (the fields of a HF ``config.json`` we use)."""
 
   vocab_size: int
   hidden_size: int
@@ -63,6 +71,9 @@ class EncoderConfig:
   # (HF ``create_position_ids_from_input_ids``); padding positions get pad_token_id.
   position_style: str = "bert"
   model_type: str = "bert"
+  # MPNet: rows of the shared relative position bias table (0: no relative position bias). ``type_vocab_size``
+  # 0 means no token type embeddings (MPNet has none).
+  relative_attention_num_buckets: int = 0
 
   def __post_init__(self):
     if self.hidden_size % self.num_heads:
@@ -72,6 +83,9 @@ class EncoderConfig:
       raise ValueError(f"hidden_act={self.hidden_act!r} unsupported; known: {sorted(ACTIVATIONS)}")
     if self.position_style not in ("bert", "roberta"):
       raise ValueError(f"position_style={self.position_style!r} must be 'bert' or 'roberta'")
+    if self.relative_attention_num_buckets and self.relative_attention_num_buckets < RELATIVE_BUCKETS:
+      raise ValueError(f"relative_attention_num_buckets={self.relative_attention_num_buckets}: MPNet indexes "
+                       f"{RELATIVE_BUCKETS} buckets, so the table needs at least that many rows")
 
   @property
   def max_length(self) -> int:
@@ -82,12 +96,16 @@ class EncoderConfig:
 
   @classmethod
   def from_hf(cls, hf: dict[str, Any]) -> "EncoderConfig":
-    """Builds the config from a Hugging Face ``config.json`` dict (BERT, RoBERTa, XLM-R layouts)."""
+    """Builds the config from a Hugging Face ``config.json`` dict (BERT, RoBERTa, XLM-R, MPNet layouts)."""
     model_type = hf.get("model_type", "bert")
-    if model_type not in ("bert", "roberta", "xlm-roberta", "camembert"):
+    if model_type not in ("bert", "roberta", "xlm-roberta", "camembert", "mpnet"):
       raise ValueError(
-          f"model_type={model_type!r} is not a BERT- or RoBERTa-family encoder; supported: "
-          "bert, roberta, xlm-roberta, camembert")
+          f"model_type={model_type!r} is not a BERT-, RoBERTa- or MPNet-family encoder; supported: "
+          "bert, roberta, xlm-roberta, camembert, mpnet")
+    is_mpnet = model_type == "mpnet"
+    if is_mpnet and hf.get("pad_token_id", 1) != 1:
+      raise ValueError(f"pad_token_id={hf['pad_token_id']}: MPNet numbers positions from its padding index 1 "
+                       "(HF MPNetEmbeddings.padding_idx), so its pad token must be 1")
     if hf.get("position_embedding_type", "absolute") != "absolute":
       raise ValueError(
           f"position_embedding_type={hf['position_embedding_type']!r} unsupported (only 'absolute')")
@@ -99,7 +117,7 @@ class EncoderConfig:
         num_heads=hf["num_attention_heads"],
         intermediate_size=hf["intermediate_size"],
         max_position_embeddings=hf.get("max_position_embeddings", 512),
-        type_vocab_size=hf.get("type_vocab_size", 2),
+        type_vocab_size=0 if is_mpnet else hf.get("type_vocab_size", 2),
         layer_norm_eps=hf.get("layer_norm_eps", 1e-12),
         hidden_dropout=hf.get("hidden_dropout_prob", 0.1),
         attention_dropout=hf.get("attention_probs_dropout_prob", 0.1),
@@ -107,13 +125,18 @@ class EncoderConfig:
         pad_token_id=hf.get("pad_token_id", 1 if is_roberta else 0),
         position_style="roberta" if is_roberta else "bert",
         model_type=model_type,
+        relative_attention_num_buckets=hf.get("relative_attention_num_buckets", 32) if is_mpnet else 0,
     )
 
   def to_hf(self) -> dict[str, Any]:
     """The inverse of ``from_hf``: a HF ``config.json`` dict for this architecture."""
-    return {
+    if self.model_type == "mpnet":
+      architecture = "MPNetModel"
+    else:
+      architecture = "RobertaModel" if self.position_style == "roberta" else "BertModel"
+    hf = {
         "model_type": self.model_type,
-        "architectures": ["RobertaModel" if self.position_style == "roberta" else "BertModel"],
+        "architectures": [architecture],
         "vocab_size": self.vocab_size,
         "hidden_size": self.hidden_size,
         "num_hidden_layers": self.num_layers,
@@ -128,6 +151,10 @@ class EncoderConfig:
         "pad_token_id": self.pad_token_id,
         "position_embedding_type": "absolute",
     }
+    if self.model_type == "mpnet":
+      del hf["type_vocab_size"], hf["position_embedding_type"]
+      hf["relative_attention_num_buckets"] = self.relative_attention_num_buckets
+    return hf
 
 
 def _dense(features: int, axes: tuple[str, str], dtype, name: str) -> nn.Dense:
@@ -181,12 +208,44 @@ class Embeddings(nn.Module):
       positions = position_ids(attention_mask, cfg)
     positions = _embed(cfg.max_position_embeddings, cfg.hidden_size, ("positions", "embed"),
                        self.dtype, "position_embeddings")(positions)
-    if token_type_ids is None:
-      token_type_ids = jnp.zeros_like(input_ids)
-    types = _embed(cfg.type_vocab_size, cfg.hidden_size, ("token_types", "embed"), self.dtype,
-                   "token_type_embeddings")(token_type_ids)
-    x = _layer_norm(cfg.layer_norm_eps, self.dtype, "LayerNorm")(words + positions + types)
+    x = words + positions
+    if cfg.type_vocab_size:  # MPNet has no token types
+      if token_type_ids is None:
+        token_type_ids = jnp.zeros_like(input_ids)
+      x = x + _embed(cfg.type_vocab_size, cfg.hidden_size, ("token_types", "embed"), self.dtype,
+                     "token_type_embeddings")(token_type_ids)
+    x = _layer_norm(cfg.layer_norm_eps, self.dtype, "LayerNorm")(x)
     return nn.Dropout(cfg.hidden_dropout)(x, deterministic=deterministic)
+
+
+RELATIVE_BUCKETS, RELATIVE_MAX_DISTANCE = 32, 128  # what HF MPNet's compute_position_bias uses, whatever the config
+
+
+def relative_position_buckets(length: int, num_buckets: int = RELATIVE_BUCKETS,
+                              max_distance: int = RELATIVE_MAX_DISTANCE) -> np.ndarray:
+  """[length, length] bucket of each (query i, key j) pair, as HF ``MPNetEncoder.relative_position_bucket`` of
+  ``j - i`` (float32 arithmetic as there): half the buckets per direction, distances below a quarter of the
+  buckets exact, larger ones log-spaced up to ``max_distance``. Computed on the host: it depends on the
+  (static) length only."""
+  positions = np.arange(length)
+  n = -(positions[None, :] - positions[:, None])
+  half = num_buckets // 2
+  bucket = (n < 0).astype(np.int64) * half
+  n = np.abs(n)
+  max_exact = half // 2
+  with np.errstate(divide="ignore"):
+    scaled = (np.log(n.astype(np.float32) / np.float32(max_exact)) / np.float32(np.log(max_distance / max_exact))
+              * np.float32(half - max_exact))
+  large = max_exact + np.where(n < max_exact, 0, scaled).astype(np.int64)
+  return bucket + np.where(n < max_exact, n, np.minimum(large, half - 1))
+
+
+def relative_position_bias(cfg: EncoderConfig, length: int) -> jax.Array:
+  """MPNet's attention bias [1, heads, L, L], read from the table [buckets, heads] all layers share (a param
+  ``relative_attention_bias/embedding`` of the module calling this)."""
+  table = _embed(cfg.relative_attention_num_buckets, cfg.num_heads, ("relative_buckets", "heads"), jnp.float32,
+                 "relative_attention_bias")
+  return jnp.transpose(table(jnp.asarray(relative_position_buckets(length))), (2, 0, 1))[None]
 
 
 class SelfAttention(nn.Module):
@@ -194,7 +253,7 @@ class SelfAttention(nn.Module):
   dtype: Any = jnp.float32
 
   @nn.compact
-  def __call__(self, x, attention_mask, deterministic: bool):
+  def __call__(self, x, attention_mask, deterministic: bool, position_bias=None):
     cfg = self.cfg
     head_dim = cfg.hidden_size // cfg.num_heads
     split = lambda t: t.reshape(t.shape[:-1] + (cfg.num_heads, head_dim))
@@ -202,6 +261,8 @@ class SelfAttention(nn.Module):
     k = split(_dense(cfg.hidden_size, ("embed", "joined_kv"), self.dtype, "key")(x))
     v = split(_dense(cfg.hidden_size, ("embed", "joined_kv"), self.dtype, "value")(x))
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) / jnp.sqrt(head_dim)
+    if position_bias is not None:  # MPNet: [1, heads, L, L]
+      logits = logits + position_bias.astype(jnp.float32)
     # [B, L]: which keys are real tokens; [B, L, L]: which keys each query may see (packed rows, whose
     # utterances see only themselves: ``encoders.packing.attention_mask``)
     key_is_pad = (attention_mask[:, None, :, :] if attention_mask.ndim == 3 else attention_mask[:, None, None, :]) == 0
@@ -236,9 +297,9 @@ class TransformerLayer(nn.Module):
   adapter_size: int = 0
 
   @nn.compact
-  def __call__(self, x, attention_mask, deterministic: bool):
+  def __call__(self, x, attention_mask, deterministic: bool, position_bias=None):
     cfg = self.cfg
-    attended = SelfAttention(cfg, self.dtype, name="attention")(x, attention_mask, deterministic)
+    attended = SelfAttention(cfg, self.dtype, name="attention")(x, attention_mask, deterministic, position_bias)
     attended = nn.Dropout(cfg.hidden_dropout)(attended, deterministic=deterministic)
     x = _layer_norm(cfg.layer_norm_eps, self.dtype, "attention_norm")(x + attended)
     h = _dense(cfg.intermediate_size, ("embed", "mlp"), self.dtype, "intermediate")(x)
@@ -270,9 +331,12 @@ class TransformerEncoder(nn.Module):
                position_ids=None):
     x = Embeddings(self.cfg, self.dtype, name="embeddings")(
         input_ids, attention_mask, token_type_ids, deterministic, position_ids)
+    bias = None
+    if self.cfg.relative_attention_num_buckets:  # MPNet: one bias for every layer, by row index as HF computes it
+      bias = relative_position_bias(self.cfg, input_ids.shape[-1])
     for i in range(self.cfg.num_layers):
       x = TransformerLayer(self.cfg, self.dtype, self.adapter_size, name=f"layer_{i}")(x, attention_mask,
-                                                                                      deterministic)
+                                                                                      deterministic, bias)
     return x
 
 

@@ -8,7 +8,10 @@ decision rule.
     evidence.
 
 The pool can grow after training (``add_examples``; ConvFiT Figure 6, inference-time augmentation) without
-touching the encoder.
+touching the encoder. ``save``/``load`` write one folder: the encoder in Hugging Face layout (with the
+down-projection if any, and sentence-transformers' module files: ``SentenceEncoder.save``), ``index/``
+(``index.<n>/`` once ``save_rows`` has written grown rows; the metadata names it), ``mlp.safetensors`` if any,
+``intent_model.json`` (kind ``intent_model``) and a model card (``README.md``). A ``models.protocol.Model``.
 
 Out-of-scope rejection (``predict(texts, reject=True)``, ``models.rejection``): an utterance whose score is below
 the threshold is answered ``out_of_scope``. ``calibrate_rejection`` sets the threshold to the 10th percentile
@@ -18,21 +21,20 @@ the threshold is answered ``out_of_scope``. ``calibrate_rejection`` sets the thr
 Out-of-fold only as far as the classifier goes: a specialised encoder (ConvFiT, the baseline) was trained on
 these very examples, which pulls same-intent examples together, so their leave-one-out scores run higher than
 those of new in-scope utterances and the threshold rejects somewhat more than 10% of in-scope traffic. With an
-untouched encoder the k-NN calibration is exactly out-of-fold (with one example fewer per intent than at test). ``save``/``load`` write one folder: the encoder in Hugging Face layout (with the
-down-projection if any), ``index/``, ``mlp.safetensors`` if any, and ``intent_model.json`` (kind
-``intent_model``). A ``models.protocol.Model``.
+untouched encoder the k-NN calibration is exactly out-of-fold (with one example fewer per intent than at test).
 """
 
 from __future__ import annotations
 
 import collections
 import pathlib
+import shutil
 from typing import Sequence
 
 import numpy as np
 
-from fewshot_nlu.encoders import pretrained
-from fewshot_nlu.encoders import projection as projection_head
+from fewshot_nlu import model_card
+from fewshot_nlu import workdirs
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.index import Index
@@ -41,6 +43,7 @@ from fewshot_nlu.models import protocol, rejection
 from fewshot_nlu.models.protocol import Neighbour, Prediction
 
 META_FILE = "intent_model.json"
+INDEX_FOLDER = "index"  # save_rows writes index.<n> and records it in META_FILE
 CLASSIFIERS = ("knn", "mlp")
 
 
@@ -89,9 +92,21 @@ class IntentModel:
     return len(self.index)
 
   def save_rows(self, directory: str | pathlib.Path) -> None:
-    """Writes the (possibly grown) index and label list back into a saved model's folder."""
-    self.index.save(pathlib.Path(directory) / "index")
-    self._write_meta(pathlib.Path(directory))
+    """Writes the (possibly grown) index and label list back into a saved model's folder, atomically: the index
+    goes to a new folder (``index.<n>``), then the metadata JSON, replaced in one rename, switches to it and the
+    old folder is deleted. A process killed meanwhile leaves the export as it was (the next ``save_rows``
+    deletes the unused folder). One writer at a time per export."""
+    directory = pathlib.Path(directory)
+    current = _index_folder(directory, protocol.read_meta(directory, META_FILE, "the export/ folder of a training run"))
+    for stale in directory.glob(f"{INDEX_FOLDER}.*"):
+      if stale.name != current:
+        shutil.rmtree(stale, ignore_errors=True)  # written by a save_rows killed before its metadata switched
+    generation = int(current.rpartition(".")[2]) if current != INDEX_FOLDER else 0
+    new = f"{INDEX_FOLDER}.{generation + 1}"
+    with workdirs.atomic_folder(directory / new) as folder:
+      self.index.save(folder)
+    self._write_meta(directory, new)  # the switch
+    shutil.rmtree(directory / current, ignore_errors=True)
 
   def predict(self, texts: Sequence[str], *, neighbours: int = 3, show_progress: bool = False,
               reject: bool = False, threshold: float | None = None) -> list[Prediction]:
@@ -168,19 +183,17 @@ class IntentModel:
 
   def save(self, directory: str | pathlib.Path, *, encoder_heads: dict | None = None) -> pathlib.Path:
     directory = pathlib.Path(directory)
-    enc = self.encoder
-    pretrained.save_pretrained(directory, enc.cfg, enc.params, enc.tokenizer, encoder_heads)
-    if enc.projection is not None:
-      projection_head.save(directory, enc.projection)
+    self.encoder.save(directory, heads=encoder_heads)
     if self.mlp is not None:
       mlp_head.save(directory, self.mlp)
-    self.index.save(directory / "index")
-    self._write_meta(directory)
+    self.index.save(directory / INDEX_FOLDER)
+    self._write_meta(directory, INDEX_FOLDER)
+    model_card.write(directory)
     return directory
 
-  def _write_meta(self, directory: pathlib.Path) -> None:
+  def _write_meta(self, directory: pathlib.Path, index_folder: str) -> None:
     meta = {"kind": self.kind, "classifier": self.classifier, "k": self.k, "labels": self.labels,
-            "pooling": self.encoder.pooling_mode, "max_length": self.encoder.max_length,
+            "pooling": self.encoder.pooling_mode, "max_length": self.encoder.max_length, "index": index_folder,
             "rejection": self.rejection.to_dict() if self.rejection else None}
     protocol.write_meta(directory, META_FILE, meta)
 
@@ -190,7 +203,7 @@ class IntentModel:
     meta = protocol.read_meta(directory, META_FILE, "the export/ folder of a training run")
     encoder = SentenceEncoder.from_pretrained(str(directory), pooling_mode=meta["pooling"],
                                               max_length=meta["max_length"], **encoder_kwargs)
-    index = Index.load(directory / "index")
+    index = Index.load(directory / _index_folder(directory, meta))
     if index.dim != encoder.dim:
       raise ValueError(f"{directory}: index vectors are {index.dim}-d but the encoder gives {encoder.dim}-d")
     labels = meta["labels"]
@@ -198,6 +211,16 @@ class IntentModel:
       labels = labels + sorted({p["label"] for p in index.payloads} - set(labels))
     return cls(encoder, index, labels, classifier=meta["classifier"], k=meta["k"], mlp=mlp_head.load(directory),
                rejection=rejection.Rejection.from_dict(meta.get("rejection")))  # None in older exports
+
+
+def _index_folder(directory: pathlib.Path, meta: dict) -> str:
+  """The export's index folder as its metadata names it (``index`` in exports written before ``save_rows`` was
+  atomic)."""
+  name = meta.get("index", INDEX_FOLDER)
+  if name != INDEX_FOLDER and not (name.startswith(f"{INDEX_FOLDER}.") and name.rpartition(".")[2].isdigit()):
+    raise ValueError(f"{directory}/{META_FILE}: index {name!r} is no index folder of an export "
+                     f"({INDEX_FOLDER!r} or {INDEX_FOLDER!r}.<n>)")
+  return name
 
 
 def vote(neighbours: Sequence[Neighbour]) -> tuple[str, float]:

@@ -25,6 +25,8 @@ from typing import Any, ClassVar, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from fewshot_nlu import workdirs
+
 OUT_OF_SCOPE = "out_of_scope"  # the label of a rejected utterance (``predict(..., reject=True)``)
 
 
@@ -158,8 +160,8 @@ class Model(Protocol):
 # ------------------------------------------------------------------------------------- export files
 
 def write_meta(directory: str | pathlib.Path, file: str, meta: dict) -> None:
-  """The export's metadata JSON (``meta`` should hold the model's ``kind``)."""
-  (pathlib.Path(directory) / file).write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
+  """The export's metadata JSON (``meta`` should hold the model's ``kind``), replaced atomically."""
+  workdirs.replace_file(pathlib.Path(directory) / file, json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
 
 
 def read_meta(directory: str | pathlib.Path, file: str, what: str) -> dict:
@@ -172,10 +174,9 @@ def read_meta(directory: str | pathlib.Path, file: str, what: str) -> dict:
 
 
 def write_jsonl(path: str | pathlib.Path, rows) -> None:
-  """One JSON object per line (an export's stored examples)."""
-  with open(path, "w", encoding="utf-8") as f:
-    for row in rows:
-      f.write(json.dumps(row, ensure_ascii=False) + "\n")
+  """One JSON object per line (an export's stored examples), replaced atomically: a row that cannot be written
+  or a kill meanwhile leaves the old file as it was."""
+  workdirs.replace_file(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 def read_jsonl(path: str | pathlib.Path) -> list:

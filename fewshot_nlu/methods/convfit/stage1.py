@@ -34,7 +34,7 @@ from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.data import batching, builders, splits
 from fewshot_nlu.data.builders import base
 from fewshot_nlu.data.stream import EpochStream
-from fewshot_nlu.encoders import packing, pooling, pretrained, transformer
+from fewshot_nlu.encoders import packing, pooling, pretrained, st_modules, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation.response_selection import response_selection
@@ -153,6 +153,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path | workdirs.epat
   if jax.process_index() == 0:
     with workdirs.atomic_folder(workdir / "export") as export:
       pretrained.save_pretrained(export, model.config, params, tok, model.heads)
+      st_modules.write(export, hidden_size=model.config.hidden_size, pooling=config.model.pooling, normalize=True,
+                       max_length=config.model.max_length)  # as ``evaluate`` encodes
       (export / STAGE1_MARKER).write_text(json.dumps(
           {"base_model": config.model.name, "data": f"{config.data.builder}/{config.data.train_split}",
            "steps": steps, "batch_size": config.train.batch_size}, indent=1) + "\n")

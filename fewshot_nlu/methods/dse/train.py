@@ -134,7 +134,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
              "train_seconds": round(time.perf_counter() - start, 1)}
   if jax.process_index() == 0:
     with workdirs.atomic_folder(workdir / "export") as export:
-      pretrained.save_pretrained(export, model.config, params["encoder"], tok, model.heads)
+      make_encoder(model, params["encoder"], config).save(export, heads=model.heads)  # + sentence-transformers files
       (export / MARKER).write_text(json.dumps(
           {"base_model": config.model.name, "pairs": config.dse.pairs, "steps": steps,
            "batch_size": config.train.batch_size, "temperature": config.loss.temperature}, indent=1) + "\n")

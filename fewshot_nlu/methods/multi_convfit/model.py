@@ -16,7 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from fewshot_nlu.encoders import adapters, pretrained
+from fewshot_nlu import model_card
+from fewshot_nlu.encoders import adapters
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.methods.multi_convfit import labels as multilabel
@@ -100,12 +101,13 @@ class MultiLabelModel:
       adapters.save(directory / ADAPTER_DIR, adapter, enc.cfg, base if base_params is None else base_params,
                     base_name)
     else:
-      pretrained.save_pretrained(directory, enc.cfg, enc.params, enc.tokenizer, encoder_heads)
+      enc.save(directory, heads=encoder_heads)
     mlp_head.save(directory, self.mlp)
     meta = {"kind": self.kind, "labels": self.labels, "thresholds": self.thresholds.tolist(),
             "encoder": "adapter" if adapter else "full", "base_model": base_name if adapter else None,
             "pooling": enc.pooling_mode, "max_length": enc.max_length}
     protocol.write_meta(directory, META_FILE, meta)
+    model_card.write(directory)
     return directory
 
   @classmethod

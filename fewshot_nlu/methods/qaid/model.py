@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fewshot_nlu import model_card
 from fewshot_nlu.data import batching, tsv
 from fewshot_nlu.encoders import inference, pretrained, transformer
 from fewshot_nlu.encoders import projection as projection_head
@@ -347,6 +348,7 @@ class QAIDModel:
             "query_length": self.query_length, "answer_length": self.answer_length, "match": self.match,
             "rejection": self.rejection.to_dict() if self.rejection else None}
     protocol.write_meta(directory, META_FILE, meta)
+    model_card.write(directory)
     return directory
 
   def save_rows(self, directory: str | pathlib.Path) -> None:

@@ -35,7 +35,7 @@ import numpy as np
 
 from fewshot_nlu import config_checks, reports, workdirs
 from fewshot_nlu.data import splits, tsv
-from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.encoders import pretrained, st_modules
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation.prototypes import label_means
@@ -169,6 +169,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     if jax.process_index() == 0:
       with workdirs.atomic_folder(workdir / "export") as export:
         pretrained.save_pretrained(export, model.config, params, model.tokenizer)
+        st_modules.write(export, hidden_size=model.config.hidden_size, pooling="cls", normalize=False,
+                         max_length=config.model.max_length)  # as the encoder below encodes
   encoder = SentenceEncoder(model.config, params, model.tokenizer, pooling_mode="cls", normalize=False,
                             max_length=config.model.max_length, batch_size=config.eval.batch_size,
                             dtype=DTYPES[config.model.dtype])

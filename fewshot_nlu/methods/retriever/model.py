@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from fewshot_nlu import model_card
 from fewshot_nlu.data.bio import validate_bio
 from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.index import normalize as l2_normalize
@@ -141,6 +142,7 @@ class SlotFillerModel:
             "backend": self.retriever.backend, "threshold": self.threshold,
             **self.decoding, "labels": self.labels, "notes": self.notes}
     protocol.write_meta(directory, META_FILE, meta)
+    model_card.write(directory)
     return directory
 
   def save_rows(self, directory: str | pathlib.Path) -> None:

@@ -1,0 +1,162 @@
+"""Request bodies read and checked before anything reaches the model: JSON objects with known fields only,
+non-empty string texts within the server's limits. Every refusal is a ``BadRequest`` whose message names the
+field at fault (``texts[3]: ...``); the app answers it as a 4xx JSON error."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+
+class BadRequest(Exception):
+  """A request the client must change; ``status`` is the HTTP status to answer with (4xx)."""
+
+  def __init__(self, message: str, status: int = 400):
+    super().__init__(message)
+    self.status = status
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+  """What one request may ask of the server."""
+
+  max_texts: int = 256  # texts per request (predict or examples)
+  max_chars: int = 2000  # characters per text
+  max_neighbours: int = 100  # pieces of evidence per prediction
+
+  def __post_init__(self):
+    for field in dataclasses.fields(self):
+      if getattr(self, field.name) < 1:
+        raise ValueError(f"{field.name} must be >= 1, got {getattr(self, field.name)}")
+
+  @property
+  def max_body_bytes(self) -> int:
+    """A body larger than any valid request can be (texts and labels at their limits, every character a
+    ``\\uXXXX`` escape), refused before it is read whole."""
+    return 2 * self.max_texts * (6 * self.max_chars + 8) + 65536
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictRequest:
+  texts: list[str]
+  options: dict[str, Any]  # keyword arguments for model.predict that the client gave (neighbours, reject)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExamplesRequest:
+  texts: list[str]
+  labels: list  # a label per text (a slot filler's: its BIO tags, a string or a list of strings)
+  persist: bool
+
+
+def parse_json(body: bytes) -> dict:
+  """The body as a JSON object."""
+  if not body.strip():
+    raise BadRequest("empty body; send a JSON object, e.g. {\"texts\": [\"...\"]}")
+  try:
+    value = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+  except UnicodeDecodeError as e:
+    raise BadRequest(f"the body is not UTF-8 ({e.reason} at byte {e.start})") from None
+  except json.JSONDecodeError as e:
+    raise BadRequest(f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+  except _NotJSON as e:
+    raise BadRequest(f"malformed JSON: {e} is not a JSON value") from None
+  except RecursionError:
+    raise BadRequest("malformed JSON: nested too deeply") from None
+  if not isinstance(value, dict):
+    raise BadRequest(f"the body must be a JSON object, got {_kind(value)}")
+  return value
+
+
+def predict_request(body: dict, limits: Limits) -> PredictRequest:
+  """``{"texts": [...], "neighbours": int?, "reject": bool?}``."""
+  _known_fields(body, required=("texts",), optional=("neighbours", "reject"))
+  options = {}
+  if "neighbours" in body:
+    n = body["neighbours"]
+    if not _is_int(n) or not 0 <= n <= limits.max_neighbours:
+      raise BadRequest(f"neighbours: expected an integer from 0 to {limits.max_neighbours}, got {json.dumps(n)}")
+    options["neighbours"] = n
+  if "reject" in body:
+    if not isinstance(body["reject"], bool):
+      raise BadRequest(f"reject: expected true or false, got {json.dumps(body['reject'])}")
+    options["reject"] = body["reject"]
+  return PredictRequest(texts(body["texts"], "texts", limits), options)
+
+
+def examples_request(body: dict, query: dict[str, str], limits: Limits) -> ExamplesRequest:
+  """``{"texts": [...], "labels": [...]}`` and the query ``?persist=true|false``."""
+  unknown = sorted(set(query) - {"persist"})
+  if unknown:
+    raise BadRequest(f"unknown query parameter {unknown[0]!r}; the only one is 'persist'")
+  persist = query.get("persist", "false").lower()
+  if persist not in ("true", "false", "1", "0"):
+    raise BadRequest(f"persist: expected true or false, got {query['persist']!r}")
+  _known_fields(body, required=("texts", "labels"), optional=())
+  found = texts(body["texts"], "texts", limits)
+  labels = body["labels"]
+  if not isinstance(labels, list):
+    raise BadRequest(f"labels: expected a list with a label per text, got {_kind(labels)}")
+  if len(labels) != len(found):
+    raise BadRequest(f"labels: {len(labels)} labels for {len(found)} texts; give one label per text")
+  for i, label in enumerate(labels):
+    parts = label if isinstance(label, list) else [label]
+    if not parts or not all(isinstance(p, str) and p.strip() for p in parts) or len(" ".join(parts)) > limits.max_chars:
+      raise BadRequest(f"labels[{i}]: expected a non-empty string (a slot filler's: its BIO tags, a string or a "
+                       f"list of strings) of at most {limits.max_chars} characters, got {_short(label)}")
+  return ExamplesRequest(found, labels, persist in ("true", "1"))
+
+
+def texts(value: Any, field: str, limits: Limits) -> list[str]:
+  """A non-empty list of at most ``max_texts`` non-blank strings of at most ``max_chars`` characters."""
+  if not isinstance(value, list):
+    raise BadRequest(f"{field}: expected a list of strings, got {_kind(value)}")
+  if not value:
+    raise BadRequest(f"{field}: empty list; give at least one text")
+  if len(value) > limits.max_texts:
+    raise BadRequest(f"{field}: {len(value)} texts, more than this server's limit of {limits.max_texts} per "
+                     "request; split them over several requests", status=413)
+  for i, text in enumerate(value):
+    if not isinstance(text, str):
+      raise BadRequest(f"{field}[{i}]: expected a string, got {_kind(text)}")
+    if not text.strip():
+      raise BadRequest(f"{field}[{i}]: empty text; give words to classify")
+    if len(text) > limits.max_chars:
+      raise BadRequest(f"{field}[{i}]: {len(text)} characters, more than this server's limit of "
+                       f"{limits.max_chars}", status=413)
+  return value
+
+
+def _known_fields(body: dict, *, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
+  unknown = sorted(set(body) - set(required) - set(optional))
+  if unknown:
+    raise BadRequest(f"unknown field {unknown[0]!r}; the fields are {', '.join(required + optional)}")
+  missing = [f for f in required if f not in body]
+  if missing:
+    raise BadRequest(f"missing field {missing[0]!r}")
+
+
+def _is_int(value: Any) -> bool:
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> str:
+  """A JSON value's type, in JSON's words."""
+  if value is None:
+    return "null"
+  return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
+          dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _short(value: Any) -> str:
+  text = json.dumps(value, ensure_ascii=False)
+  return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _NotJSON(ValueError):
+  """NaN / Infinity, which Python's json module reads but JSON does not have."""
+
+
+def _no_constant(name: str):
+  raise _NotJSON(name)

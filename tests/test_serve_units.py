@@ -1,0 +1,156 @@
+"""The server's parts on fake models (no JAX): ``serve.worker.ModelWorker`` (which requests share a model call,
+the order of updates and predictions, errors that stay with their request) and ``serve.app`` in process
+(``reject`` passed only to a model that takes it). The live server: test_serve."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from fewshot_nlu.serve import app as serve_app
+from fewshot_nlu.serve.worker import ModelWorker, Stopped
+
+
+class FakeModel:
+  """``predict`` answers (text, version); ``bump`` is an update; every call is recorded with its thread."""
+
+  def __init__(self):
+    self.version, self.calls, self.threads = 0, [], set()
+
+  def predict(self, texts, **options):
+    self.threads.add(threading.get_ident())
+    self.calls.append((list(texts), options))
+    if "bad" in texts:
+      raise ValueError("bad text")
+    return [(t, self.version) for t in texts]
+
+  def bump(self):
+    self.threads.add(threading.get_ident())
+    self.version += 1
+    return self.version
+
+
+def run(coroutine):
+  return asyncio.run(coroutine)
+
+
+async def _started(model, **kwargs) -> ModelWorker:
+  worker = ModelWorker(model, **kwargs)
+  await worker.start()
+  return worker
+
+
+def test_queued_predictions_share_a_call_and_an_update_splits_them_in_order():
+  async def scenario():
+    model = FakeModel()
+    worker = await _started(model, batch_wait_s=0.01)
+    tasks = [asyncio.create_task(worker.predict(["a"])), asyncio.create_task(worker.predict(["b", "c"])),
+             asyncio.create_task(worker.exclusive(model.bump)), asyncio.create_task(worker.predict(["d"])),
+             asyncio.create_task(worker.predict(["e"], neighbours=1))]
+    results = await asyncio.gather(*tasks)
+    await worker.stop()
+    return model, worker, results
+
+  model, worker, results = run(scenario())
+  assert results == [[("a", 0)], [("b", 0), ("c", 0)], 1, [("d", 1)], [("e", 1)]]
+  assert model.calls == [(["a", "b", "c"], {}), (["d"], {}), (["e"], {"neighbours": 1})]  # other options: own call
+  assert len(model.threads) == 1 and threading.get_ident() not in model.threads
+  assert worker.stats["predict_requests"] == 4 and worker.stats["predict_calls"] == 3
+  assert worker.stats["largest_batch"] == 3 and worker.stats["exclusive_jobs"] == 1
+
+
+def test_a_full_batch_leaves_the_rest_for_the_next_call_without_passing_an_update():
+  async def scenario():
+    model = FakeModel()
+    worker = await _started(model, max_batch_texts=2, batch_wait_s=0.01)
+    tasks = [asyncio.create_task(worker.predict(["a"])), asyncio.create_task(worker.predict(["b", "c"])),
+             asyncio.create_task(worker.exclusive(model.bump)), asyncio.create_task(worker.predict(["d"]))]
+    results = await asyncio.gather(*tasks)
+    await worker.stop()
+    return model, results
+
+  model, results = run(scenario())
+  assert results == [[("a", 0)], [("b", 0), ("c", 0)], 1, [("d", 1)]]
+  assert [texts for texts, _ in model.calls] == [["a"], ["b", "c"], ["d"]]
+
+
+def test_a_failing_request_fails_alone_and_the_worker_goes_on():
+  async def scenario():
+    model = FakeModel()
+    worker = await _started(model, batch_wait_s=0.01)
+    tasks = [asyncio.create_task(worker.predict(["a"])), asyncio.create_task(worker.predict(["bad"])),
+             asyncio.create_task(worker.predict(["b"])),
+             asyncio.create_task(worker.exclusive(lambda: 1 / 0))]
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    after = await worker.predict(["c"])
+    await worker.stop()
+    return model, results, after
+
+  model, results, after = run(scenario())
+  assert results[0] == [("a", 0)] and results[2] == [("b", 0)]
+  assert isinstance(results[1], ValueError) and isinstance(results[3], ZeroDivisionError)
+  assert model.calls[0][0] == ["a", "bad", "b"] and [c[0] for c in model.calls[1:4]] == [["a"], ["bad"], ["b"]]
+  assert after == [("c", 0)]
+
+
+def test_stopping_fails_what_is_queued_and_refuses_new_requests():
+  async def scenario():
+    model = FakeModel()
+    worker = await _started(model, batch_wait_s=0.5)
+    first = asyncio.create_task(worker.predict(["a"]))
+    await asyncio.sleep(0.05)  # the consumer took it and waits for company
+    queued = asyncio.create_task(worker.predict(["b"]))
+    await asyncio.sleep(0)
+    await worker.stop()
+    with pytest.raises(Stopped):
+      await worker.predict(["c"])
+    return await asyncio.gather(first, queued, return_exceptions=True)
+
+  first, queued = run(scenario())
+  assert isinstance(first, Stopped) and isinstance(queued, Stopped)
+
+
+def test_bad_settings_are_refused():
+  with pytest.raises(ValueError, match="max_batch_texts must be >= 1"):
+    ModelWorker(FakeModel(), max_batch_texts=0)
+  with pytest.raises(ValueError, match="batch_wait_s must be >= 0"):
+    ModelWorker(FakeModel(), batch_wait_s=-1)
+
+
+class RejectingModel(FakeModel):
+  """A model with out-of-scope rejection (``predict(..., reject=True)``)."""
+
+  kind = "fake"
+  labels = ["a"]
+
+  def predict(self, texts, *, reject: bool = False):
+    return [_Answer(("oos",) if reject else ("a",)) for _ in texts]
+
+
+class _Answer:
+  def __init__(self, labels):
+    self.labels = labels
+
+  def to_dict(self):
+    return {"labels": list(self.labels), "score": float("-inf")}
+
+
+class PlainModel(RejectingModel):
+  def predict(self, texts):
+    return [_Answer(("a",)) for _ in texts]
+
+
+def test_reject_reaches_only_a_model_that_takes_it(tmp_path):
+  from starlette.testclient import TestClient
+  assert serve_app.supports_reject(RejectingModel()) and not serve_app.supports_reject(PlainModel())
+  with TestClient(serve_app.create_app(RejectingModel(), tmp_path)) as client:
+    answer = client.post("/predict", json={"texts": ["x"], "reject": True}).json()
+    assert answer == {"predictions": [{"text": "x", "labels": ["oos"], "score": None}]}  # -inf is no JSON
+    assert client.post("/predict", json={"texts": ["x"]}).json()["predictions"][0]["labels"] == ["a"]
+    assert client.get("/healthz").json()["reject"] is True
+  with TestClient(serve_app.create_app(PlainModel(), tmp_path)) as client:
+    assert client.post("/predict", json={"texts": ["x"], "reject": False}).status_code == 200
+    response = client.post("/predict", json={"texts": ["x"], "reject": True})
+    assert response.status_code == 400 and "(kind 'fake') cannot reject" in response.json()["error"]
