@@ -12,6 +12,15 @@ showing the evidence behind each prediction:
   python -m fewshot_nlu.predict --model DIR --input queries.txt --output predictions.jsonl
   python -m fewshot_nlu.predict --model DIR --add more_examples.tsv --save "I lost my card"
 
+``--reject`` (single-label intent models: ``intent_model``, ``qaid``) answers ``out_of_scope`` where the score is
+below the threshold calibrated when the model was exported (``models.rejection``: the 10th percentile of the
+training examples' out-of-fold scores), or below ``--threshold T``. Scores are each model's own: k-NN, the summed
+cosine of the voting neighbours (k = 1: the cosine, in [-1, 1]); MLP, the softmax probability in [0, 1]; QAID,
+Eq. (1)'s late-interaction Score in [-1, 1]. An export made before thresholds were calibrated needs --threshold.
+
+  python -m fewshot_nlu.predict --model DIR --reject "what is the meaning of life"
+  python -m fewshot_nlu.predict --model DIR --reject --threshold 0.6 --input queries.txt
+
 ``--support`` (slot filler) swaps in another support set: a ``seq.in``/``seq.out`` folder or a JSONL of
 ``{"tokens": [...], "tags": [...]}`` (``methods.retriever.support``), so one trained span encoder fills the
 slots of a new domain. ``--add`` adds labelled examples (a TSV of ``text<TAB>label`` lines; for a slot filler ``text<TAB>BIO tags``,
@@ -56,6 +65,9 @@ def describe(text: str, prediction) -> list[str]:
     lines.append(f"  -> {' + '.join(prediction.labels) or '(no intent)'}")
     for label, p in prediction.probabilities.items():
       lines.append(f"     {p:.3f}  {label}{'  *' if label in prediction.labels else ''}")
+  elif prediction.best_label is not None:  # rejected
+    lines.append(f"  -> {prediction.label}  ({prediction.score:.3f}; best intent: {prediction.best_label})")
+    lines += [f"     {n.score:.3f}  {n.label:<28}  {n.text}" for n in prediction.neighbours]
   else:
     lines.append(f"  -> {prediction.label}  ({prediction.score:.3f})")
     lines += [f"     {n.score:.3f}  {n.label:<28}  {n.text}" for n in prediction.neighbours]
@@ -75,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
                       "before predicting")
   parser.add_argument("--support", help="slot filler: answer from this support set instead of the exported one "
                       "(a folder with seq.in + seq.out, or a JSONL of {\"tokens\", \"tags\"}; no retraining)")
+  parser.add_argument("--reject", action="store_true",
+                      help="single-label intent models: answer out_of_scope below the model's calibrated threshold")
+  parser.add_argument("--threshold", type=float, help="with --reject (implied): this score threshold instead of the "
+                      "calibrated one (on the model's own scale, see above)")
   parser.add_argument("--save", action="store_true", help="with --add / --support: save the examples into --model")
   args = parser.parse_args(argv)
   os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -104,13 +120,17 @@ def main(argv: list[str] | None = None) -> int:
       print(f"added {len(extra[0])} examples ({len(model)} in all)", file=sys.stderr)
     if (extra or args.support) and args.save:
       model.save_rows(args.model)
+    rejecting = {}
+    if args.reject or args.threshold is not None:
+      rejecting = {"reject": True, "threshold": rejection_threshold(model, args)}
   except (OSError, ValueError, NotImplementedError, errors.UserError) as e:
     print(errors.one_line(e) or f"error: {e}", file=sys.stderr)
     return errors.EXIT_USER_ERROR
   if not texts:
     return 0
   answered = [i for i, text in enumerate(texts) if text.strip()]  # blank --input lines get an empty answer
-  predicted = dict(zip(answered, model.predict([texts[i] for i in answered], neighbours=args.neighbours)))
+  predicted = dict(zip(answered, model.predict([texts[i] for i in answered], neighbours=args.neighbours,
+                                                         **rejecting)))
   if output is None:
     for i, text in enumerate(texts):
       print("\n".join(describe(text, predicted[i]) if i in predicted else [repr(text), "  -> (empty line)"]))
@@ -124,6 +144,22 @@ def main(argv: list[str] | None = None) -> int:
   print(f"wrote {len(texts)} predictions to {args.output} (line i answers input i; "
         f"{len(texts) - len(answered)} empty lines answered {{\"empty\": true}})", file=sys.stderr)
   return 0
+
+
+def rejection_threshold(model, args) -> float:
+  """The threshold ``--reject`` uses (``--threshold`` or the model's calibrated one), announced on stderr; a model
+  that cannot reject, or has no threshold, is an error."""
+  from fewshot_nlu import errors
+  from fewshot_nlu.models import rejection
+  kind = getattr(model, "kind", "?")
+  if not hasattr(model, "calibrate_rejection"):
+    why = ("; it answers no intent when none reaches its threshold" if kind == "multi_label" else "")
+    raise errors.UserError(f"--reject: {args.model} is a {kind} model; out-of-scope rejection is for single-label "
+                           f"intent models (intent_model, qaid){why}")
+  threshold = rejection.resolve_threshold(model.rejection, args.threshold, f"--model {args.model}")
+  source = "given" if args.threshold is not None else model.rejection.describe()
+  print(f"out_of_scope below score {threshold:.4f} ({source})", file=sys.stderr)
+  return threshold
 
 
 def check_output_path(output: str) -> pathlib.Path:

@@ -23,7 +23,7 @@ from fewshot_nlu.losses import pairs as pair_losses
 from fewshot_nlu.methods.convfit import stage2 as convfit
 from fewshot_nlu.models.intent_model import IntentModel, Neighbour, vote
 from fewshot_nlu.train import specialisation
-from tests import tiny
+from tests import report_checks, tiny
 from tests.test_main import _toy_dataset
 
 # ------------------------------------------------------------------------------------------- batching
@@ -229,6 +229,9 @@ def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, vari
   rows = (tmp_path / "run" / "predictions.tsv").read_text().splitlines()
   assert rows[0].split("\t") == ["text", "gold", "predicted", "score", "nearest_training_utterances"]
   assert len(rows) == 3
+  report = report_checks.assert_report_matches_predictions(tmp_path / "run")
+  assert ("specialised encoder" in report) == config.stage2.enabled and "took" in report.splitlines()[-1]
+  assert loaded.rejection.to_dict() == results["rejection"]  # calibrated at export, saved with it
 
 
 def test_stage2_config_errors_name_the_field(tmp_path, tiny_bert_dir, toy_intents):

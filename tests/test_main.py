@@ -12,7 +12,7 @@ import pytest
 from fewshot_nlu import main, predict
 from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.encoders import pretrained
-from tests import tiny
+from tests import report_checks, tiny
 from tests.conftest import SHARED_DATA
 
 from configs import default as default_config
@@ -99,6 +99,7 @@ def test_end_to_end_tiny_and_resume_is_a_no_op(tmp_path, tiny_bert_dir):
   # labelled differently on purpose: 1-NN must find that copy (cosine 1) and predict its training label.
   assert results["accuracy"] == sum(r[1] == r[2] for r in rows[1:]) / 2
   assert rows[1][:4] == [corpus[4], "bank", "music", "1.0000"], rows[1]
+  report_checks.assert_report_matches_predictions(workdir)
   assert json.loads((workdir / "results.json").read_text()) == results
   assert json.loads((workdir / "config.json").read_text())["train"]["epochs"] == 2
   lines = [json.loads(l) for l in (workdir / "metrics.jsonl").read_text().splitlines()]

@@ -21,7 +21,7 @@ from fewshot_nlu.methods.multi_convfit import labels as multilabel
 from fewshot_nlu.methods.multi_convfit import train as multi_convfit
 from fewshot_nlu.methods.multi_convfit.model import MultiLabelModel
 from fewshot_nlu.train import specialisation
-from tests import tiny
+from tests import report_checks, tiny
 
 SETS = [("a",), ("a", "b"), ("b",), ("c",), (), ("b", "c"), ("a",), ("c",), ("b",), ("a", "c"), ("b",), ("c",)]
 
@@ -287,6 +287,8 @@ def test_multi_convfit_end_to_end(tmp_path, tiny_bert_dir, toy_multilabel, mode,
   assert results["f1"] == pytest.approx(2 * tp / (n_predicted + n_gold))
   assert [r.split("\t")[3] for r in rows[1:]] == [str(g == p) for g, p in pairs]
   assert results["exact_match"] == results["accuracy"] == pytest.approx(sum(g == p for g, p in pairs) / 5)
+  report = report_checks.assert_report_matches_predictions(tmp_path / "run", multilabel=True)
+  assert ("specialised encoder" in report) == (mode != "none")
   export = tmp_path / "run" / "export"
   meta = json.loads((export / "multilabel_model.json").read_text())
   texts = [t for t, _ in TOY["test"]]

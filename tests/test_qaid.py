@@ -22,7 +22,7 @@ from fewshot_nlu.methods.qaid import train as qaid
 from fewshot_nlu.methods.qaid.bm25 import BM25
 from fewshot_nlu.methods.qaid.losses import npairs_loss, pairwise_softmax_loss, supcon_loss
 from fewshot_nlu.methods.qaid.model import QAIDModel, intent_name, read_intent_descriptions
-from tests import tiny
+from tests import report_checks, tiny
 from tests.test_dse import _toy_data
 
 MASK, CLS, SEP, PAD, VOCAB = 4, 2, 3, 0, 50
@@ -387,8 +387,10 @@ def test_finetune_ablations_end_to_end(tmp_path, tiny_bert_dir, overrides):
   assert results["steps"] == 3
   rows = [r.split("\t") for r in (tmp_path / "run" / "predictions.tsv").read_text().splitlines()[1:]]
   assert len(rows) == 12 and results["accuracy"] == pytest.approx(sum(r[1] == r[2] for r in rows) / 12)
+  report_checks.assert_report_matches_predictions(tmp_path / "run")
   model = QAIDModel.load(tmp_path / "run" / "export")
   assert model.similarity == config.qaid.similarity and model.match == config.qaid.match
+  assert model.rejection.to_dict() == results["rejection"] and f"match={config.qaid.match}" in model.rejection.rule
   assert [p.label for p in model.predict([r[0] for r in rows])] == [r[2] for r in rows]  # the export agrees
   if "intent_descriptions" in overrides:
     assert {r["label"]: r["text"] for r in model.rows if r["kind"] == "answer"}["money"] == "transfers and payments"

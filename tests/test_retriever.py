@@ -24,7 +24,7 @@ from fewshot_nlu.methods.retriever.decoding import (
 )
 from fewshot_nlu.methods.retriever.losses import batch_softmax_loss, reduce_label_scores
 from fewshot_nlu.methods.retriever.spans import SlotRetriever, SpanEncoder, labelled_spans
-from tests import tiny
+from tests import report_checks, tiny
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
@@ -420,6 +420,12 @@ def test_clinc_protocol_pretrain_then_finetune(tiny_bert_dir, tmp_path):
   assert len(lines) == 1 + 12 + 12 + 6  # all + balance score every test row; tgt the target rows
   for result in (frozen, pre, tuned):
     assert all(0 <= v["tgt"] <= 100 for v in result["accuracy"].values())
+  for workdir, panels in (("frz", 1), ("ft", 2)):  # a report per support set; the embeddings once
+    for n, name in enumerate(("all", "balance", "tgt")):
+      report = report_checks.assert_report_matches_predictions(
+          tmp_path / workdir, suffix="" if n == 0 else f"_{name}", support_set=name, embeddings=n == 0)
+      assert f"support set {name!r}" in report
+    assert report_checks.png_size(tmp_path / workdir / "embeddings.png")[0] > 500 * panels
 
 
 # ------------------------------------------------------------------------------ support sets from files

@@ -21,7 +21,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks, workdirs
+from fewshot_nlu import config_checks, reports, workdirs
 from fewshot_nlu.data import batching, splits
 from fewshot_nlu.data.intent_folder import IntentSplit
 from fewshot_nlu.data.stream import EpochStream
@@ -112,21 +112,31 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   params, steps = train_run.train(config, workdir, model.params, transformer.logical_axes(model.config),
                                   make_loss_fn(model.config, config), stream, mesh, writer)
 
-  def evaluate(eval_params, tag) -> tuple[IntentModel, dict]:
-    encoder = SentenceEncoder(model.config, eval_params, model.tokenizer, pooling_mode=config.model.pooling,
-                              max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                              dtype=DTYPES[config.model.dtype])
-    intent_model = IntentModel.from_examples(encoder, train_split.texts, train_split.labels, show_progress=True,
-                                             label_names=train_split.label_names)
-    return intent_model, knn.evaluate_intent_model(intent_model, eval_split, workdir, tag)
+  def encoder_of(eval_params) -> SentenceEncoder:
+    return SentenceEncoder(model.config, eval_params, model.tokenizer, pooling_mode=config.model.pooling,
+                           max_length=config.model.max_length, batch_size=config.eval.batch_size,
+                           dtype=DTYPES[config.model.dtype])
 
-  intent_model, results = evaluate(params, "predictions")
+  def evaluate(eval_params, tag) -> tuple[IntentModel, knn.Evaluation]:
+    intent_model = IntentModel.from_examples(encoder_of(eval_params), train_split.texts, train_split.labels,
+                                             show_progress=True, label_names=train_split.label_names)
+    return intent_model, knn.evaluate(intent_model, eval_split, workdir, tag)
+
+  intent_model, evaluation = evaluate(params, "predictions")
+  results = dict(evaluation.results)
+  results["rejection"] = intent_model.calibrate_rejection().to_dict()  # leave-one-out 1-NN: no extra encoding
   if jax.process_index() == 0:
     with workdirs.atomic_folder(workdir / "export") as export:
       intent_model.save(export, encoder_heads=model.heads)
       (export / "labels.json").write_text(json.dumps(train_split.label_names, indent=1) + "\n")
+  untouched = lambda: encoder_of(model.params).encode(eval_split.texts, show_progress=True)  # noqa: E731
   if config.eval.before_training:
-    results["accuracy_before_training"] = evaluate(model.params, "predictions_before_training")[1]["accuracy"]
+    before = evaluate(model.params, "predictions_before_training")[1]
+    results["accuracy_before_training"], untouched = before.results["accuracy"], before.vectors
+  results.update(reports.write_run_report(
+      workdir, eval_split.labels, [p.label for p in evaluation.predictions], texts=eval_split.texts,
+      title=f"{config.method} on {config.data.builder}/{config.data.eval_split}",
+      embeddings={reports.UNTOUCHED: untouched, reports.SPECIALISED: evaluation.vectors}))
   results = train_run.finish(config, workdir, results, steps, writer)
   writer.close()
   return results

@@ -12,6 +12,16 @@ touching the encoder. ``save``/``load`` write one folder: the encoder in Hugging
 down-projection if any, and sentence-transformers' module files: ``SentenceEncoder.save``), ``index/``
 (``index.<n>/`` once ``save_rows`` has written grown rows; the metadata names it), ``mlp.safetensors`` if any,
 ``intent_model.json`` (kind ``intent_model``) and a model card (``README.md``). A ``models.protocol.Model``.
+
+Out-of-scope rejection (``predict(texts, reject=True)``, ``models.rejection``): an utterance whose score is below
+the threshold is answered ``out_of_scope``. ``calibrate_rejection`` sets the threshold to the 10th percentile
+(``quantile``) of out-of-fold scores of the indexed examples, on the scale ``predict`` uses:
+  * k-NN: each example's leave-one-out vote (its k nearest OTHER examples; k = 1: the cosine of the nearest);
+  * MLP: the top probability of 5-fold out-of-fold MLPs (retrained with the run's MLP settings without each fold).
+Out-of-fold only as far as the classifier goes: a specialised encoder (ConvFiT, the baseline) was trained on
+these very examples, which pulls same-intent examples together, so their leave-one-out scores run higher than
+those of new in-scope utterances and the threshold rejects somewhat more than 10% of in-scope traffic. With an
+untouched encoder the k-NN calibration is exactly out-of-fold (with one example fewer per intent than at test).
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.index import Index
 from fewshot_nlu.index import normalize as l2_normalize
-from fewshot_nlu.models import protocol
+from fewshot_nlu.models import protocol, rejection
 from fewshot_nlu.models.protocol import Neighbour, Prediction
 
 META_FILE = "intent_model.json"
@@ -38,13 +48,14 @@ CLASSIFIERS = ("knn", "mlp")
 
 
 class IntentModel:
-  """Prediction scores: k-NN, the label's summed cosine over the k neighbours (k = 1: the cosine); MLP, the
-  label's probability."""
+  """Prediction scores: k-NN, the label's summed cosine over the k neighbours (k = 1: the cosine, in [-1, 1];
+  in [-k, k] in general); MLP, the label's softmax probability, in [0, 1]. ``rejection``: the calibrated
+  out-of-scope threshold (``models.rejection.Rejection``), or None."""
 
   kind = "intent_model"
 
   def __init__(self, encoder: SentenceEncoder, index: Index, labels: Sequence[str], *, classifier: str = "knn",
-               k: int = 1, mlp: list[dict] | None = None):
+               k: int = 1, mlp: list[dict] | None = None, rejection: rejection.Rejection | None = None):
     if classifier not in CLASSIFIERS:
       raise ValueError(f"classifier {classifier!r} unknown; choose one of {CLASSIFIERS}")
     if classifier == "mlp" and mlp is None:
@@ -53,6 +64,7 @@ class IntentModel:
       raise ValueError(f"k must be >= 1, got {k}")
     self.encoder, self.index, self.labels = encoder, index, list(labels)
     self.classifier, self.k, self.mlp = classifier, k, mlp
+    self.rejection = rejection
 
   @classmethod
   def from_examples(cls, encoder: SentenceEncoder, texts: Sequence[str], labels: Sequence[str], *,
@@ -96,11 +108,20 @@ class IntentModel:
     self._write_meta(directory, new)  # the switch
     shutil.rmtree(directory / current, ignore_errors=True)
 
-  def predict(self, texts: Sequence[str], *, neighbours: int = 3, show_progress: bool = False
-              ) -> list[Prediction]:
+  def predict(self, texts: Sequence[str], *, neighbours: int = 3, show_progress: bool = False,
+              reject: bool = False, threshold: float | None = None) -> list[Prediction]:
+    """The intent of each text with its nearest examples; with ``reject`` (or a ``threshold``), ``out_of_scope``
+    where the score is below ``threshold`` (default: the calibrated ``rejection``)."""
+    return self.predict_from(self.encoder.encode(texts, show_progress=show_progress), neighbours=neighbours,
+                             reject=reject, threshold=threshold)
+
+  def predict_from(self, vectors: np.ndarray, *, neighbours: int = 3, reject: bool = False,
+                   threshold: float | None = None) -> list[Prediction]:
+    """``predict`` for texts already encoded with ``self.encoder``."""
     if not len(self.index):
       raise ValueError("the model has no labelled examples to retrieve from")
-    vectors = self.encoder.encode(texts, show_progress=show_progress)
+    cut = (rejection.resolve_threshold(self.rejection, threshold, f"this {self.kind} model")
+           if reject or threshold is not None else None)
     depth = min(max(self.k, neighbours), len(self.index))
     rows = self.index.query(vectors, depth)
     probs = (mlp_head.predict_proba(self.mlp, vectors) if self.classifier == "mlp" else None)
@@ -113,7 +134,34 @@ class IntentModel:
       else:
         label, score = vote(evidence[: self.k])
       out.append(Prediction(label, score, evidence[:neighbours]))
-    return out
+    return out if cut is None else rejection.apply(out, cut)
+
+  def calibrate_rejection(self, quantile: float = rejection.DEFAULT_QUANTILE, *,
+                          mlp_config: mlp_head.MLPConfig | None = None, folds: int = rejection.DEFAULT_FOLDS,
+                          seed: int = 0) -> rejection.Rejection:
+    """Sets (and returns) ``rejection``: the ``quantile`` quantile of the indexed examples' out-of-fold scores
+    (k-NN: leave-one-out votes, free: the vectors are in the index; MLP: ``folds`` MLPs trained with
+    ``mlp_config`` (the run's MLP settings), each without one fold). See the module docstring for how far these
+    scores are out of fold."""
+    vectors, labels = self.index.vectors, [p["label"] for p in self.index.payloads]
+    if self.classifier == "knn":
+      scores = rejection.knn_leave_one_out(vectors, labels, self.k)
+      rule = f"leave-one-out {self.k}-NN vote of each indexed example"
+    else:
+      if mlp_config is None:
+        raise ValueError("calibrating an MLP model's threshold retrains the MLP out of fold: pass mlp_config= "
+                         "(the MLPConfig it was trained with)")
+      column = {l: c for c, l in enumerate(self.labels)}
+      keep = [i for i, l in enumerate(labels) if l in column]
+      targets = np.eye(len(self.labels), dtype=np.float32)[[column[labels[i]] for i in keep]]
+
+      def fit_predict(x, y, held):
+        return mlp_head.predict_proba(mlp_head.train(x, y, mlp_config), held)
+
+      scores = rejection.out_of_fold(vectors[keep], targets, folds, seed, fit_predict).max(axis=1)
+      rule = f"top probability of {folds}-fold out-of-fold MLPs on the indexed examples"
+    self.rejection = rejection.calibrate(scores, quantile, rule=rule)
+    return self.rejection
 
   def scores(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
     """[len(texts), len(labels)]: with the MLP, its probabilities (rows sum to 1); with k-NN, per label the
@@ -145,7 +193,8 @@ class IntentModel:
 
   def _write_meta(self, directory: pathlib.Path, index_folder: str) -> None:
     meta = {"kind": self.kind, "classifier": self.classifier, "k": self.k, "labels": self.labels,
-            "pooling": self.encoder.pooling_mode, "max_length": self.encoder.max_length, "index": index_folder}
+            "pooling": self.encoder.pooling_mode, "max_length": self.encoder.max_length, "index": index_folder,
+            "rejection": self.rejection.to_dict() if self.rejection else None}
     protocol.write_meta(directory, META_FILE, meta)
 
   @classmethod
@@ -160,7 +209,8 @@ class IntentModel:
     labels = meta["labels"]
     if meta["classifier"] == "knn":  # older exports did not record labels added to the index after training
       labels = labels + sorted({p["label"] for p in index.payloads} - set(labels))
-    return cls(encoder, index, labels, classifier=meta["classifier"], k=meta["k"], mlp=mlp_head.load(directory))
+    return cls(encoder, index, labels, classifier=meta["classifier"], k=meta["k"], mlp=mlp_head.load(directory),
+               rejection=rejection.Rejection.from_dict(meta.get("rejection")))  # None in older exports
 
 
 def _index_folder(directory: pathlib.Path, meta: dict) -> str:

@@ -10,6 +10,10 @@ it), ``scores`` the [texts, labels] matrix the decision is read from (each class
 
 Predictions share ``labels`` (a tuple: one intent, an intent set, or the slot labels in order), ``score`` and
 ``to_dict()`` (the JSON record ``python -m fewshot_nlu.predict --output`` writes).
+
+Single-label intent models (``intent_model``, ``qaid``) also reject: ``predict(texts, reject=True)`` answers
+``OUT_OF_SCOPE`` where the score is below a threshold, calibrated on the training data when the model is exported
+(``models.rejection``) or given as ``threshold=``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from typing import Any, ClassVar, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from fewshot_nlu import workdirs
+
+OUT_OF_SCOPE = "out_of_scope"  # the label of a rejected utterance (``predict(..., reject=True)``)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,13 +49,17 @@ class Prediction:
   label: str
   score: float  # the model's own scale: see its ``scores`` (k-NN: summed cosine, MLP: probability, QAID: Score)
   neighbours: tuple[Neighbour, ...]  # nearest labelled rows, best first (the explanation)
+  best_label: str | None = None  # set when rejected (label = OUT_OF_SCOPE): the intent it scored highest
 
   @property
   def labels(self) -> tuple[str, ...]:
     return (self.label,)
 
   def to_dict(self) -> dict[str, Any]:
-    return {"label": self.label, "score": self.score, "neighbours": [n.to_dict() for n in self.neighbours]}
+    out = {"label": self.label, "score": self.score, "neighbours": [n.to_dict() for n in self.neighbours]}
+    if self.best_label is not None:
+      out["best_label"] = self.best_label
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +137,8 @@ class Model(Protocol):
 
   def predict(self, texts: Sequence[str], *, neighbours: int = 3) -> list:
     """One prediction per text (``Prediction``, ``LabelSetPrediction`` or ``SlotPrediction``), with at most
-    ``neighbours`` pieces of evidence where the model has a choice of how many."""
+    ``neighbours`` pieces of evidence where the model has a choice of how many. Single-label intent models also
+    take ``reject=True`` (and ``threshold=``): see ``models.rejection``."""
 
   def scores(self, texts: Sequence[str]) -> np.ndarray:
     """[len(texts), len(labels)] float32 scores; the scale is the model's own (see each class)."""

@@ -33,7 +33,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks, workdirs
+from fewshot_nlu import config_checks, reports, workdirs
 from fewshot_nlu.data import samplers, splits
 from fewshot_nlu.data.intent_folder import IntentSplit
 from fewshot_nlu.data.stream import EpochStream
@@ -103,10 +103,11 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
 
   writer = MetricWriter(workdir)
   results, steps = {}, 0
+  untouched = lambda: sentence_encoder(model.params).encode(eval_split.texts, show_progress=True)  # noqa: E731
   if config.eval.before_training and config.stage2.enabled:
-    untouched = knn.nearest_neighbour_eval(sentence_encoder(model.params), train_split, eval_split, workdir,
-                                           "predictions_before_training")
-    results["accuracy_before_training"] = untouched["accuracy"]
+    before = knn.nearest_neighbour(sentence_encoder(model.params), train_split, eval_split, workdir,
+                                   "predictions_before_training")
+    results["accuracy_before_training"], untouched = before.results["accuracy"], before.vectors
   params = {"encoder": model.params}
   if config.stage2.enabled:
     start = time.perf_counter()
@@ -135,12 +136,22 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   intent_model = IntentModel.from_examples(encoder, pool.texts, pool.labels, show_progress=True, label_names=labels,
                                            k=config.classifier.k, classifier=config.classifier.kind, mlp=mlp)
   timings["classifier_seconds"] = time.perf_counter() - start
-  results.update(knn.evaluate_intent_model(intent_model, eval_split, workdir, "predictions"))
-  results.update({k: round(v, 2) for k, v in timings.items()},
-                 variant=variant_name(config, is_stage1_model(model.directory)), classifier=config.classifier.kind)
+  evaluation = knn.evaluate(intent_model, eval_split, workdir, "predictions")
+  results.update(evaluation.results)
+  start = time.perf_counter()  # k-NN: leave-one-out over the index (no encoding); MLP: 5 MLPs retrained
+  results["rejection"] = intent_model.calibrate_rejection(mlp_config=_mlp_config(config), seed=config.seed).to_dict()
+  timings["rejection_seconds"] = time.perf_counter() - start
+  variant = variant_name(config, is_stage1_model(model.directory))
+  results.update({k: round(v, 2) for k, v in timings.items()}, variant=variant, classifier=config.classifier.kind)
   if jax.process_index() == 0:
     with workdirs.atomic_folder(workdir / "export") as export:
       intent_model.save(export, encoder_heads=model.heads)
+  embeddings = {reports.UNTOUCHED: evaluation.vectors}  # without Stage 2 the model's encoder is the untouched one
+  if config.stage2.enabled:
+    embeddings = {reports.UNTOUCHED: untouched, f"{reports.SPECIALISED} (ConvFiT Stage 2)": evaluation.vectors}
+  results.update(reports.write_run_report(
+      workdir, eval_split.labels, [p.label for p in evaluation.predictions], texts=eval_split.texts,
+      title=f"ConvFiT {variant} on {config.data.builder}/{config.data.eval_split}", embeddings=embeddings))
   results = train_run.finish(config, workdir, results, steps, writer)
   writer.close()
   return results
@@ -168,8 +179,11 @@ def _pool(config, train_split: IntentSplit) -> IntentSplit:
 def _train_mlp(labels: list[str], encoder: SentenceEncoder, train_split: IntentSplit, config):
   features = encoder.encode(train_split.texts, show_progress=True)
   targets = np.eye(len(labels), dtype=np.float32)[[labels.index(l) for l in train_split.labels]]
-  return mlp_head.train(features, targets,
-                        mlp_head.config_from(config.classifier.mlp, multilabel=False, seed=config.seed))
+  return mlp_head.train(features, targets, _mlp_config(config))
+
+
+def _mlp_config(config) -> mlp_head.MLPConfig:
+  return mlp_head.config_from(config.classifier.mlp, multilabel=False, seed=config.seed)
 
 
 STAGE1_MARKER = "convfit_stage1.json"  # written into a Stage 1 export by methods.convfit.stage1

@@ -6,9 +6,13 @@ set equals the gold set).
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
+
+# Each training example's probabilities from a classifier trained without it (shared with the single-label
+# models' rejection thresholds, so it lives in the core).
+from fewshot_nlu.models.rejection import out_of_fold as out_of_fold_probabilities  # noqa: F401
 
 LabelSet = tuple[str, ...]
 
@@ -61,19 +65,4 @@ def best_thresholds(probabilities: np.ndarray, targets: np.ndarray, default: flo
     tp = (predicted & gold).sum(1)
     f1 = 2 * tp / np.maximum(predicted.sum(1) + gold.sum(), 1)
     out[c] = grid[int(np.argmax(f1))]  # argmax keeps the first maximum: the one nearest the default
-  return out
-
-
-def out_of_fold_probabilities(features: np.ndarray, targets: np.ndarray, folds: int, seed: int,
-                              fit_predict: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-  """Each training example's probabilities from a classifier trained without it: the examples are cut into
-  ``folds`` random folds and ``fit_predict(train_features, train_targets, held_out_features)`` runs once per
-  fold."""
-  if not 2 <= folds <= len(features):
-    raise ValueError(f"threshold calibration needs 2 <= folds <= {len(features)} examples, got {folds}")
-  order = np.random.default_rng(seed).permutation(len(features))
-  out = np.zeros(targets.shape, np.float32)
-  for held in np.array_split(order, folds):
-    keep = np.setdiff1d(order, held)
-    out[held] = fit_predict(features[keep], targets[keep], features[held])
   return out

@@ -41,7 +41,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks, workdirs
+from fewshot_nlu import config_checks, reports, workdirs
 from fewshot_nlu.data import samplers, splits
 from fewshot_nlu.data.builders import nlupp
 from fewshot_nlu.data.intent_folder import LabelSetSplit
@@ -192,7 +192,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   intent_model = MultiLabelModel(encoder, mlp, labels, theta)
 
   start = time.perf_counter()
-  predictions = intent_model.predict(test.texts, show_progress=True)
+  test_vectors = encoder.encode(test.texts, show_progress=True)
+  predictions = intent_model.predict_from(intent_model.probabilities_of(test_vectors))
   results["predict_seconds"] = time.perf_counter() - start
   results.update(multilabel.scores(test.label_sets, [p.labels for p in predictions]))
   results["accuracy"] = results["exact_match"]
@@ -209,6 +210,17 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   if config.data.builder in ("nlupp", "mixatis"):
     results.update(regime=config.data.regime, fold=config.data.fold if config.data.builder == "nlupp" else None,
                    domain=config.data.get("builder_config") or None)
+  embeddings = {reports.UNTOUCHED: test_vectors}  # without specialisation the encoder is the untouched one
+  if config.stage2.enabled:
+    untouched = SentenceEncoder(model.config, model.params, model.tokenizer, pooling_mode=config.model.pooling,
+                                max_length=config.model.max_length, batch_size=config.eval.batch_size,
+                                dtype=DTYPES[config.model.dtype])
+    embeddings = {reports.UNTOUCHED: lambda: untouched.encode(test.texts, show_progress=True),
+                  f"{reports.SPECIALISED} (C-{config.stage2.mode.upper()})": test_vectors}
+  results.update(reports.write_run_report(
+      workdir, test.label_sets, [p.labels for p in predictions], texts=test.texts,
+      title=f"Multi-ConvFiT on {config.data.builder} ({len(test.texts)} test utterances)",
+      embeddings=embeddings))
   results = train_run.finish(config, workdir, results, steps, writer)
   writer.close()
   return results

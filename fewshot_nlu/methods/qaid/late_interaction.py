@@ -55,13 +55,30 @@ def represent(projection: dict, hidden: jax.Array, mask: jax.Array, similarity: 
   return (z * has_tokens)[:, None, :], has_tokens.astype(mask.dtype)
 
 
+def _token_maxima_block(queries, candidates, candidate_mask):
+  """[B_q, C, m]: each query token's best similarity among each candidate's tokens."""
+  sims = jnp.einsum("qmd,cld->qcml", queries, candidates)
+  return jnp.max(jnp.where(candidate_mask[None, :, None, :].astype(bool), sims, _MASKED), axis=-1)
+
+
 def _maxsim_block(queries, query_mask, candidates, candidate_mask):
   """[B_q, C] scores of all queries against one block of C candidates."""
-  sims = jnp.einsum("qmd,cld->qcml", queries, candidates)
-  sims = jnp.where(candidate_mask[None, :, None, :].astype(bool), sims, _MASKED)
-  best = jnp.max(sims, axis=-1)  # [B_q, C, m]: each query token's best candidate token
+  best = _token_maxima_block(queries, candidates, candidate_mask)  # [B_q, C, m]
   qm = query_mask.astype(best.dtype)[:, None, :]
   return jnp.sum(best * qm, axis=-1) / jnp.maximum(jnp.sum(qm, axis=-1), 1.0)
+
+
+def _in_chunks(block, candidates: jax.Array, candidate_mask: jax.Array, chunk: int | None) -> jax.Array:
+  """``block(candidates, mask)`` -> [B_q, C, ...] over all B_d candidates, ``chunk`` at a time under ``lax.map``
+  (None: all at once); B_d need not divide by ``chunk`` (the tail is padded and cut)."""
+  b_d = candidates.shape[0]
+  if chunk is None or chunk >= b_d:
+    return block(candidates, candidate_mask)
+  pad = (-b_d) % chunk
+  candidates = jnp.pad(candidates, ((0, pad), (0, 0), (0, 0))).reshape((-1, chunk) + candidates.shape[1:])
+  candidate_mask = jnp.pad(candidate_mask, ((0, pad), (0, 0))).reshape((-1, chunk) + candidate_mask.shape[1:])
+  out = jnp.moveaxis(jax.lax.map(lambda b: block(*b), (candidates, candidate_mask)), 0, 1)  # [B_q, n, chunk, ...]
+  return out.reshape((out.shape[0], -1) + out.shape[3:])[:, :b_d]
 
 
 def maxsim_scores(queries: jax.Array, query_mask: jax.Array, candidates: jax.Array, candidate_mask: jax.Array,
@@ -69,16 +86,16 @@ def maxsim_scores(queries: jax.Array, query_mask: jax.Array, candidates: jax.Arr
   """Score(q, d) of Eq. (1) for every query q ([B_q, m, D] token vectors, mask [B_q, m]) and candidate d
   ([B_d, l, D], mask [B_d, l]) -> [B_q, B_d]. ``chunk``: candidates scored at a time (None: all at once);
   B_d need not divide by it (the tail is padded and cut). A candidate without tokens scores -1e9."""
-  b_d = candidates.shape[0]
-  if chunk is None or chunk >= b_d:
-    return _maxsim_block(queries, query_mask, candidates, candidate_mask)
-  pad = (-b_d) % chunk
-  candidates = jnp.pad(candidates, ((0, pad), (0, 0), (0, 0)))
-  candidate_mask = jnp.pad(candidate_mask, ((0, pad), (0, 0)))
-  blocks = (candidates.reshape((-1, chunk) + candidates.shape[1:]),
-            candidate_mask.reshape((-1, chunk) + candidate_mask.shape[1:]))
-  scores = jax.lax.map(lambda block: _maxsim_block(queries, query_mask, *block), blocks)  # [n, B_q, chunk]
-  return jnp.moveaxis(scores, 0, 1).reshape(queries.shape[0], -1)[:, :b_d]
+  return _in_chunks(lambda c, m: _maxsim_block(queries, query_mask, c, m), candidates, candidate_mask, chunk)
+
+
+def token_maxima(queries: jax.Array, candidates: jax.Array, candidate_mask: jax.Array, *, chunk: int | None = None
+                 ) -> jax.Array:
+  """Eq. (1) before its sum: for every query token, its best similarity in each candidate ([B_q, m, D] against
+  [B_d, l, D], mask [B_d, l]) -> [B_q, B_d, m] (-1e9 against a candidate without tokens). The max over a union
+  of candidates is the max of their maxima, so this scores any grouping of the candidates (an intent document
+  without one of its examples: QAID's leave-one-out calibration). ``chunk``: candidates at a time."""
+  return _in_chunks(lambda c, m: _token_maxima_block(queries, c, m), candidates, candidate_mask, chunk)
 
 
 def maxsim_pairs(queries: jax.Array, query_mask: jax.Array, candidates: jax.Array, candidate_mask: jax.Array

@@ -19,6 +19,14 @@ their scores are the explanation.
     finds its best match among all of the intent's tokens, so evidence from several examples adds up instead of
     one row deciding. Measured on the development splits in bench/results/qaid.md.
 
+Out-of-scope rejection (``predict(texts, reject=True)``, ``models.rejection``): below the threshold the answer
+is ``out_of_scope``. ``calibrate_rejection`` (run when a QAID run exports) sets it to the 10th percentile
+(``quantile``) of the example queries' leave-one-out scores under the model's ``match``: each example is scored as
+a new query would be, with its own row left out (qq+qa: the other rows; intent_doc: its intent's document without
+its tokens; qa: the intent names, which never held it). Out-of-fold only for the retrieval: the encoder and the
+projection were fine-tuned on these very examples, so their scores run higher than those of new in-scope queries
+and the threshold rejects somewhat more than 10% of in-scope traffic.
+
 New intents need no retraining: ``add_answers`` (or ``add_examples`` with a new label) makes them
 predictable. ``save``/``load`` write one folder: the encoder in Hugging Face layout (with its MLM head),
 ``late_interaction_projection.safetensors``, ``rows.jsonl`` (answers and example queries) and ``qaid.json``
@@ -42,7 +50,7 @@ from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.tokenizer import Tokenizer
 from fewshot_nlu.index import Index
 from fewshot_nlu.methods.qaid import late_interaction
-from fewshot_nlu.models import protocol
+from fewshot_nlu.models import protocol, rejection
 from fewshot_nlu.models.protocol import Neighbour, Prediction
 
 META_FILE = "qaid.json"
@@ -73,11 +81,13 @@ def represent_batch(params, projection, input_ids, attention_mask, *, cfg, dtype
 
 
 _scores = jax.jit(late_interaction.maxsim_scores, static_argnames=("chunk",))
+_token_maxima = jax.jit(late_interaction.token_maxima, static_argnames=("chunk",))
 
 
 class QAIDModel:
   """Prediction scores are Eq. (1)'s Score(q, a): the mean over query tokens of their best cosine with the row's
-  tokens, in [-1, 1] (with ``similarity="cosine"``, the cosine of the two projected pooled vectors)."""
+  tokens, in [-1, 1] (with ``similarity="cosine"``, the cosine of the two projected pooled vectors).
+  ``rejection``: the calibrated out-of-scope threshold (``models.rejection.Rejection``), or None."""
 
   kind = "qaid"
 
@@ -104,6 +114,7 @@ class QAIDModel:
     self.row_mask = np.zeros((0, 1), np.int32)
     self._token_index: Index | None = None
     self._documents: tuple[np.ndarray, np.ndarray] | None = None  # intent_doc: built on first use
+    self.rejection: rejection.Rejection | None = None
 
   # ---------------------------------------------------------------------------------------- encoding
 
@@ -265,11 +276,14 @@ class QAIDModel:
     np.maximum.at(out, [column[self.rows[r]["label"]] for r in rows], scores.T)
     return out.T
 
-  def predict(self, texts: Sequence[str], *, neighbours: int = 3, show_progress: bool = False
-              ) -> list[Prediction]:
+  def predict(self, texts: Sequence[str], *, neighbours: int = 3, show_progress: bool = False,
+              reject: bool = False, threshold: float | None = None) -> list[Prediction]:
     """The best-scoring row's intent per text, with the ``neighbours`` best rows (intent names, and example
     queries under qq+qa; under intent_doc the intents' names with their documents' scores) and their
-    late-interaction scores as the explanation."""
+    late-interaction scores as the explanation. With ``reject`` (or a ``threshold``): ``out_of_scope`` where the
+    score is below ``threshold`` (default: the calibrated ``rejection``)."""
+    cut = (rejection.resolve_threshold(self.rejection, threshold, f"this {self.kind} model")
+           if reject or threshold is not None else None)
     scores, rows = self.row_scores(texts, show_progress=show_progress)
     depth = min(max(neighbours, 1), len(rows))
     top = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
@@ -278,7 +292,50 @@ class QAIDModel:
       evidence = tuple(Neighbour(self.rows[rows[j]]["text"], self.rows[rows[j]]["label"], float(scores[i, j]))
                        for j in best if np.isfinite(scores[i, j]))
       out.append(Prediction(evidence[0].label, evidence[0].score, evidence[:neighbours]))
-    return out
+    return out if cut is None else rejection.apply(out, cut)
+
+  def leave_one_out_scores(self, *, show_progress: bool = False) -> np.ndarray:
+    """Per example query (``add_examples``' rows, in order), the score ``predict`` would give it as a new query
+    under ``match`` with its own row left out (exact scoring, no candidate stage)."""
+    examples = np.array([i for i, r in enumerate(self.rows) if r["kind"] == "query"], int)
+    if not len(examples):
+      raise ValueError("the model has no example queries to calibrate on; add_examples() first, or pass threshold=")
+    z, m = self.represent([self.rows[i]["text"] for i in examples], self.query_length, show_progress=show_progress)
+    column = {l: c for c, l in enumerate(self.labels)}
+    row_label = np.array([column[r["label"]] for r in self.rows])
+    members = [np.flatnonzero(row_label == c) for c in range(len(column))]
+    scored = self._scored_rows(self.match)
+    chunk = self.score_chunk if len(self.rows) > self.score_chunk else None
+    out = []
+    for start in range(0, len(examples), self.batch_size):
+      own = examples[start : start + self.batch_size]
+      zq, mq = z[start : start + self.batch_size], m[start : start + self.batch_size].astype(bool)
+      best = np.array(_token_maxima(zq, self.row_vectors, self.row_mask, chunk=chunk))  # [B, R, m]
+      best[np.arange(len(own)), own] = -np.inf  # leave each example's own row out
+      if self.match == "intent_doc":  # a document's best token is the best over its rows' best tokens
+        best = np.stack([best[:, rows].max(axis=1) for rows in members], axis=1)  # [B, C, m]
+      mask = mq[:, None, :]
+      means = np.where(mask, best, 0.0).sum(-1) / np.maximum(mask.sum(-1), 1)  # -inf: a left-out row
+      out.append((means if self.match == "intent_doc" else means[:, scored]).max(axis=1))
+    return np.concatenate(out).astype(np.float32)
+
+  def calibrate_rejection(self, quantile: float = rejection.DEFAULT_QUANTILE, *, show_progress: bool = False
+                          ) -> rejection.Rejection:
+    """Sets (and returns) ``rejection``: the ``quantile`` quantile of ``leave_one_out_scores`` (see the module
+    docstring for how far they are out of fold). Costs one scoring pass of the example queries."""
+    scores = self.leave_one_out_scores(show_progress=show_progress)
+    rule = {"qa": "Score of each example query against the intent names (not used at inference)",
+            "qq+qa": "leave-one-out Score of each example query against the other rows",
+            "intent_doc": "leave-one-out Score of each example query against the intent documents without it"}
+    self.rejection = rejection.calibrate(scores, quantile, rule=f"{rule[self.match]}, match={self.match}")
+    return self.rejection
+
+  def sentence_vectors(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+    """[len(texts), D_P] unit vectors: the mean of each query's projected token vectors (its z), normalised (for
+    plots of the space QAID scores in; Eq. 1 itself compares tokens)."""
+    z, m = self.represent(texts, self.query_length, show_progress=show_progress)
+    mean = (z * m[..., None]).sum(1) / np.maximum(m.sum(1, keepdims=True), 1)
+    return mean / np.maximum(np.linalg.norm(mean, axis=-1, keepdims=True), 1e-12)
 
   # ---------------------------------------------------------------------------------------- storage
 
@@ -288,7 +345,8 @@ class QAIDModel:
     projection_head.save(directory, self.projection, file=late_interaction.PROJECTION_FILE, activation="none")
     self.save_rows(directory)
     meta = {"kind": self.kind, "similarity": self.similarity, "pooling": self.pooling_mode,
-            "query_length": self.query_length, "answer_length": self.answer_length, "match": self.match}
+            "query_length": self.query_length, "answer_length": self.answer_length, "match": self.match,
+            "rejection": self.rejection.to_dict() if self.rejection else None}
     protocol.write_meta(directory, META_FILE, meta)
     model_card.write(directory)
     return directory
@@ -311,4 +369,5 @@ class QAIDModel:
                answer_length=meta["answer_length"], **kwargs)
     rows = protocol.read_jsonl(directory / ROWS_FILE)
     qaid._add_rows(rows, show_progress)
+    qaid.rejection = rejection.Rejection.from_dict(meta.get("rejection"))  # None in older exports
     return qaid

@@ -57,11 +57,12 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks, sharding, workdirs
+from fewshot_nlu import config_checks, reports, sharding, workdirs
 from fewshot_nlu.data import batching, masking, splits
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import frozen_prefix, pooling, pretrained, transformer
 from fewshot_nlu.encoders import projection as projection_head
+from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation import knn
 from fewshot_nlu.heads import mlm as mlm_head
@@ -507,12 +508,24 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
       qaid = QAIDModel.load(workdir / BEST, batch_size=config.eval.batch_size, dtype=DTYPES[config.model.dtype])
       heads = dict(pretrained.load_pretrained(str(workdir / BEST)).heads)
     start = time.perf_counter()
-    results.update(knn.evaluate_intent_model(qaid, eval_split, workdir))
+    evaluation = knn.evaluate(qaid, eval_split, workdir)
+    results.update(evaluation.results)
     results["eval_seconds"] = round(time.perf_counter() - start, 1)
     results["accuracy_by_match"] = accuracy_by_match(qaid, eval_split)  # every inference mode, the same model
+    start = time.perf_counter()  # one scoring pass of the training examples, each left out of its own row
+    results["rejection"] = qaid.calibrate_rejection().to_dict()
+    results["rejection_seconds"] = round(time.perf_counter() - start, 1)
     if jax.process_index() == 0:
       with workdirs.atomic_folder(workdir / "export") as export:
         qaid.save(export, encoder_heads=heads)
+    untouched = SentenceEncoder(model.config, model.params, tok, pooling_mode=config.model.pooling,
+                                max_length=config.qaid.query_length, batch_size=config.eval.batch_size,
+                                dtype=DTYPES[config.model.dtype])
+    results.update(reports.write_run_report(  # costs two encoding passes of the eval split
+        workdir, eval_split.labels, [p.label for p in evaluation.predictions], texts=eval_split.texts,
+        title=f"QAID on {config.data.builder}/{config.data.eval_split}",
+        embeddings={f"{reports.UNTOUCHED} (pooled)": lambda: untouched.encode(eval_split.texts, show_progress=True),
+                    f"{reports.SPECIALISED} (QAID: mean of z)": lambda: qaid.sentence_vectors(eval_split.texts)}))
     results.update(dataset=config.data.builder, train_split=config.data.train_split,
                    eval_split=config.data.eval_split, loss=config.qaid.loss, similarity=config.qaid.similarity,
                    augment=config.qaid.augment, match=config.qaid.match)

@@ -33,7 +33,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks, workdirs
+from fewshot_nlu import config_checks, reports, workdirs
 from fewshot_nlu.data import splits, tsv
 from fewshot_nlu.encoders import pretrained, st_modules
 from fewshot_nlu.encoders.sentence import SentenceEncoder
@@ -120,6 +120,31 @@ def support_accuracy(encoder: SentenceEncoder, support: tuple[list[str], list[st
   return predicted == test_labels, hits
 
 
+def write_reports(config, model, rows: list[tuple], test_texts: list[str], test_vectors: np.ndarray,
+                  workdir: pathlib.Path) -> dict:
+  """A report per support set from the predictions' ``rows`` (``reports``): the first set's is ``report.md`` /
+  ``confusion.png``, the others' ``report_<set>.md`` / ``confusion_<set>.png``; ``embeddings.png`` shows every
+  test utterance's [CLS] vector, the untouched encoder's beside the trained one (one more encoding pass of the
+  test split; the frozen stage has one panel)."""
+  out = {}
+  untouched = SentenceEncoder(model.config, model.params, model.tokenizer, pooling_mode="cls", normalize=False,
+                              max_length=config.model.max_length, batch_size=config.eval.batch_size,
+                              dtype=DTYPES[config.model.dtype])
+  for n, name in enumerate(config.retriever.support_sets):
+    chosen = [row for row in rows if row[0] == name]
+    embeddings = None
+    if n == 0:
+      embeddings = {reports.UNTOUCHED: test_vectors}
+      if config.retriever.stage != "frz":
+        embeddings = {reports.UNTOUCHED: lambda: untouched.encode(test_texts, show_progress=True),
+                      f"{reports.SPECIALISED} (Retriever {config.retriever.stage})": test_vectors}
+    out[name] = reports.write_run_report(
+        workdir, [row[2] for row in chosen], [row[3] for row in chosen], texts=[row[1] for row in chosen],
+        title=f"Retriever {config.retriever.stage} on {config.data.builder}, support set {name!r}",
+        embeddings=embeddings, suffix="" if n == 0 else f"_{name}")
+  return out
+
+
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   r = config.retriever
   model = pretrained.load_pretrained(config.model.name)
@@ -175,6 +200,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   if jax.process_index() == 0:
     tsv.write_tsv(workdir / "predictions.tsv", ("support_set", "text", "gold", "predicted", "score",
                                                 "nearest_support_utterance"), rows)
+  results["reports"] = write_reports(config, model, rows, test_split.texts, test_vectors, workdir)
+  if jax.process_index() == 0:
     workdirs.write_results(workdir, results)
     (workdir / "split.json").write_text(json.dumps({"source": source, "target": target}, indent=1) + "\n")
   log.info("accuracy: %s", accuracy)

@@ -1,0 +1,192 @@
+"""Out-of-scope rejection (``models.rejection``): out-of-fold scores equal scoring each training row by a model
+built without it (k-NN, QAID in every match mode), the MLP's are 5-fold, the calibrated threshold travels with
+the export and is used by ``predict(reject=True)`` and the CLI; older exports need an explicit threshold; and
+``bench/oos.py`` evaluates a tiny export on a CLINC-shaped folder."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from bench import oos as oos_bench
+from fewshot_nlu import models, predict
+from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.encoders import projection as projection_head
+from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.heads import mlp as mlp_head
+from fewshot_nlu.methods.qaid.model import QAIDModel
+from fewshot_nlu.models import rejection
+from fewshot_nlu.models.intent_model import IntentModel, vote
+from fewshot_nlu.models.protocol import OUT_OF_SCOPE, Neighbour
+from tests import tiny
+
+TEXTS = tiny.CORPUS[:8]
+LABELS = ["bank", "weather", "food", "music", "bank", "bank", "music", "weather"]
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_bert_dir):
+  return SentenceEncoder.from_pretrained(str(tiny_bert_dir), max_length=32)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_knn_leave_one_out_is_the_vote_among_the_other_rows(k):
+  rng = np.random.default_rng(0)
+  vectors = rng.normal(size=(9, 5)).astype(np.float32)
+  labels = list("aabbbcccd")
+  unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+  expected = []
+  for i in range(len(vectors)):
+    others = [j for j in range(len(vectors)) if j != i]
+    nearest = sorted(others, key=lambda j: -float(unit[i] @ unit[j]))[:k]
+    expected.append(vote([Neighbour("", labels[j], float(unit[i] @ unit[j])) for j in nearest])[1])
+  np.testing.assert_allclose(rejection.knn_leave_one_out(vectors, labels, k, chunk=4), expected, rtol=1e-5,
+                             atol=1e-6)
+
+
+def test_calibrate_reads_the_quantile_and_counts_inf_as_lowest():
+  cal = rejection.calibrate(np.array([0.1, 0.2, 0.3, 0.4, 0.5]), 0.25, rule="r")
+  assert cal.threshold == pytest.approx(0.2) and cal.rows == 5 and cal.quantile == 0.25
+  assert rejection.calibrate(np.array([-np.inf, 0.5, 0.7]), 0.0, rule="r").threshold == pytest.approx(-0.5)
+  assert rejection.Rejection.from_dict(cal.to_dict()) == cal and rejection.Rejection.from_dict(None) is None
+  with pytest.raises(ValueError, match="quantile=1.5"):
+    rejection.calibrate(np.array([0.1]), 1.5, rule="r")
+
+
+def test_intent_model_rejects_saves_its_threshold_and_the_cli_uses_it(encoder, tmp_path, capsys):
+  model = IntentModel.from_examples(encoder, TEXTS, LABELS)
+  cal = model.calibrate_rejection(0.5)
+  loo = rejection.knn_leave_one_out(encoder.encode(TEXTS), LABELS, 1)
+  assert cal.threshold == pytest.approx(float(np.quantile(loo, 0.5)), abs=1e-6) and cal.rows == 8
+  queries = tiny.CORPUS[8:]
+  plain = model.predict(queries)
+  rejected = model.predict(queries, reject=True)
+  for p, r in zip(plain, rejected):
+    if p.score < cal.threshold:
+      assert r.label == OUT_OF_SCOPE and r.best_label == p.label and r.to_dict()["best_label"] == p.label
+    else:
+      assert r == p and "best_label" not in r.to_dict()
+  assert all(p.label == OUT_OF_SCOPE for p in model.predict(TEXTS, threshold=1.01))  # cosines are at most 1
+  assert model.predict(TEXTS, reject=True, threshold=-1.01) == model.predict(TEXTS)
+
+  export = model.save(tmp_path / "export")
+  assert models.load(export).rejection == cal
+  capsys.readouterr()
+  assert predict.main(["--model", str(export), "--reject", "--threshold", "1.01", TEXTS[3]]) == 0
+  captured = capsys.readouterr()
+  assert "out_of_scope below score 1.0100 (given)" in captured.err
+  assert captured.out.splitlines()[1] == "  -> out_of_scope  (1.000; best intent: music)"
+  assert predict.main(["--model", str(export), "--reject", "--output", str(tmp_path / "p.jsonl"), TEXTS[3]]) == 0
+  assert "the 50th percentile of 8 out-of-fold training scores (leave-one-out 1-NN" in capsys.readouterr().err
+  assert json.loads((tmp_path / "p.jsonl").read_text())["label"] == "music"  # its own copy: cosine 1
+
+  meta = json.loads((export / "intent_model.json").read_text())  # an export from before calibration
+  del meta["rejection"]
+  (export / "intent_model.json").write_text(json.dumps(meta))
+  old = models.load(export)
+  assert old.rejection is None and old.predict([TEXTS[3]], threshold=1.01)[0].label == OUT_OF_SCOPE
+  with pytest.raises(ValueError, match="no calibrated out-of-scope threshold"):
+    old.predict([TEXTS[3]], reject=True)
+  assert predict.main(["--model", str(export), "--reject", TEXTS[3]]) == 2
+  assert "no calibrated out-of-scope threshold" in capsys.readouterr().err
+
+
+def test_mlp_calibration_retrains_out_of_fold(encoder, monkeypatch):
+  labels = sorted(set(LABELS))
+  vectors = encoder.encode(TEXTS)
+  rng = np.random.default_rng(0)
+  mlp = [{"kernel": rng.normal(size=(vectors.shape[1], len(labels))).astype(np.float32),
+          "bias": np.zeros(len(labels), np.float32)}]
+  model = IntentModel.from_examples(encoder, TEXTS, LABELS, classifier="mlp", mlp=mlp)
+  with pytest.raises(ValueError, match="pass mlp_config="):
+    model.calibrate_rejection()
+  trained_on = []
+
+  def fake_train(x, y, config):  # a deterministic one-layer "fit" that records what it was trained on
+    trained_on.append({row.tobytes() for row in np.asarray(x)})
+    return [{"kernel": np.asarray(x.T @ y, np.float32), "bias": np.zeros(y.shape[1], np.float32)}]
+
+  monkeypatch.setattr(mlp_head, "train", fake_train)
+  cal = model.calibrate_rejection(0.3, mlp_config=mlp_head.MLPConfig(), folds=4, seed=1)
+  rows = [row.tobytes() for row in model.index.vectors]
+  assert len(trained_on) == 4 and all(sum(r in seen for seen in trained_on) == 3 for r in rows)  # out of 1 fold each
+  targets = np.eye(len(labels), dtype=np.float32)[[labels.index(l) for l in LABELS]]
+  expected = rejection.out_of_fold(model.index.vectors, targets, 4, 1, lambda x, y, held: mlp_head.predict_proba(
+      fake_train(x, y, None), held)).max(axis=1)
+  assert cal.threshold == pytest.approx(float(np.quantile(expected, 0.3)), abs=1e-5)
+  assert "4-fold" in cal.rule and cal.rows == 8 and 0.0 <= cal.threshold <= 1.0
+
+
+def _qaid(tiny_bert_dir, match: str, rows: list[dict] | None = None) -> QAIDModel:
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  projection = jax.device_get(projection_head.init(jax.random.key(0), model.config.hidden_size, 16))
+  qaid = QAIDModel(model.config, model.params, model.tokenizer, projection, batch_size=4, match=match)
+  if rows is None:
+    qaid.add_answers(sorted(set(LABELS)))
+    qaid.add_examples(TEXTS, LABELS)
+  else:
+    qaid._add_rows(rows)
+  return qaid
+
+
+@pytest.mark.parametrize("match", ["qa", "qq+qa", "intent_doc"])
+def test_qaid_leave_one_out_scores_equal_a_model_without_the_row(tiny_bert_dir, tmp_path, match):
+  qaid = _qaid(tiny_bert_dir, match)
+  loo = qaid.leave_one_out_scores()
+  examples = [i for i, r in enumerate(qaid.rows) if r["kind"] == "query"]
+  assert len(loo) == len(examples) == len(TEXTS)
+  for score, i in zip(loo, examples):
+    without = _qaid(tiny_bert_dir, match, [r for j, r in enumerate(qaid.rows) if j != i])
+    assert score == pytest.approx(without.predict([qaid.rows[i]["text"]])[0].score, abs=1e-5), (match, i)
+  cal = qaid.calibrate_rejection()
+  assert cal.threshold == pytest.approx(float(np.quantile(loo, 0.1)), abs=1e-6) and f"match={match}" in cal.rule
+  loaded = QAIDModel.load(qaid.save(tmp_path / "export"))
+  assert loaded.rejection == cal
+  assert [p.label for p in loaded.predict(TEXTS, threshold=1.01)] == [OUT_OF_SCOPE] * len(TEXTS)
+
+
+def test_cli_refuses_to_reject_with_a_multi_label_model(encoder, tmp_path, capsys):
+  from fewshot_nlu.methods.multi_convfit.model import MultiLabelModel
+  mlp = mlp_head.train(encoder.encode(TEXTS[:2]), np.eye(2, dtype=np.float32),
+                       mlp_head.MLPConfig(hidden=(4,), dropout=0.0, epochs=1, multilabel=True))
+  export = MultiLabelModel(encoder, mlp, ["a", "b"]).save(tmp_path / "export")
+  capsys.readouterr()
+  assert predict.main(["--model", str(export), "--reject", "hi"]) == 2
+  assert "out-of-scope rejection is for single-label intent models" in capsys.readouterr().err
+
+
+def test_oos_bench_on_a_clinc_shaped_folder(encoder, tmp_path):
+  data = tmp_path / "CLINC150"
+  for folder, texts, labels in (("test", TEXTS, LABELS), ("oos/test", tiny.CORPUS[8:], ["oos"] * 4)):
+    (data / folder).mkdir(parents=True)
+    (data / folder / "seq.in").write_text("\n".join(texts) + "\n")
+    (data / folder / "label").write_text("\n".join(labels) + "\n")
+  model = IntentModel.from_examples(encoder, TEXTS[:6], LABELS[:6])
+  cal = model.calibrate_rejection()
+  export = model.save(tmp_path / "run" / "export")
+  rows, table = tmp_path / "oos.jsonl", tmp_path / "oos.md"
+  argv = ["--model", str(export), "--data", str(data), "--threshold", "0.99", "--rows", str(rows),
+          "--markdown", str(table)]
+  assert oos_bench.main(argv) == 0
+  [row] = [json.loads(line) for line in rows.read_text().splitlines()]
+  assert row["name"] == "run" and row["kind"] == "intent_model (knn, k=1)" and row["command"].endswith("0.99 --rows "
+                                                                                                     f"{rows} --markdown {table}")
+  results = row["results"]
+  assert results["num_in_scope"] == 8 and results["num_oos"] == 4 and results["rejection"] == cal.to_dict()
+  # recomputed here from the model's own answers
+  answers = model.predict(TEXTS + tiny.CORPUS[8:])
+  for rule, threshold in (("calibrated", cal.threshold), ("given", 0.99)):
+    m = results["by_threshold"][rule]
+    rejected = np.array([a.score < threshold for a in answers])
+    kept_right = [not r and a.label == g for a, r, g in zip(answers[:8], rejected[:8], LABELS)]
+    assert m["threshold"] == pytest.approx(threshold) and m["in_accuracy"] == pytest.approx(np.mean(kept_right))
+    assert m["oos_recall"] == pytest.approx(rejected[8:].mean())
+    assert m["oos_precision"] == pytest.approx(rejected[8:].sum() / max(rejected.sum(), 1))
+  assert results["in_scope_accuracy_without_rejection"] == pytest.approx(
+      np.mean([a.label == g for a, g in zip(answers[:8], LABELS)]))
+  text = table.read_text()
+  assert "| run | intent_model (knn, k=1) | calibrated (" in text and "DSE mean-std (test scores)" in text
+  assert f"`run`: `python bench/oos.py --model {export}" in text
