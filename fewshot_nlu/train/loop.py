@@ -100,6 +100,7 @@ def train(*, training: Training, stream: EpochStream,
     writer.truncate_after(latest)
     log.info("resumed from step %d (epoch %d, batch %d)", latest, stream.epoch, stream.batch)
   else:
+    writer.discard_earlier()  # an attempt killed before its first checkpoint: its steps are redone
     state = training.init_state()
   step = int(jax.device_get(state.step))
   data_state = stream.get_state()  # position after the last *completed* step

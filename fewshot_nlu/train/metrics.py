@@ -28,34 +28,43 @@ class MetricWriter:
     self._tb = None
     if self.enabled:
       self.path.parent.mkdir(parents=True, exist_ok=True)
-      self._lines = []  # remote: the whole file, rewritten at each write
-      if self.remote and self.path.exists():
-        self._lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
-      self._file = None if self.remote else open(self.path, "a", encoding="utf-8")
+      # lines earlier attempts on this workdir left, by (step, metric names), so that a line this run writes
+      # again (a resumed run re-measuring step 0, a finished run re-run) replaces the old one, not repeats it
+      self._earlier = {_key_of(l): l for l in self._read_lines() if _step_of(l) is not None}
+      self._own: list[str] = []  # the lines this writer wrote
+      self._file = None
+      self._rewrite()  # drops a line a kill cut short
       if tensorboard:
         from tensorboardX import SummaryWriter
         self._tb = SummaryWriter(str(root / "tensorboard"))
 
   def truncate_after(self, step: int) -> None:
-    """Drops JSONL lines logged after ``step`` (by a run that died before its next checkpoint), so a resumed
-    run's metrics file has each step once; a line a kill cut short (not JSON) is dropped too."""
+    """Drops the lines logged after ``step`` (by a run that died before its next checkpoint), so a resumed
+    run's file has each step once."""
     if not self.enabled:
       return
-    if self._file is not None:
-      self._file.close()
-    lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True) if self.path.exists() else []
-    self._lines = [line for line in lines if _step_of(line) is not None and _step_of(line) <= step]
-    self.path.write_text("".join(self._lines), encoding="utf-8")
-    self._file = None if self.remote else open(self.path, "a", encoding="utf-8")
+    self._earlier = {key: line for key, line in self._earlier.items() if key[0] <= step}
+    self._own = [line for line in self._own if _step_of(line) <= step]
+    self._rewrite()
+
+  def discard_earlier(self) -> None:
+    """Drops every line earlier attempts logged (a run starting afresh: an attempt killed before its first
+    checkpoint kept none of its steps); the lines this writer wrote stay."""
+    if not self.enabled:
+      return
+    self._earlier = {}
+    self._rewrite()
 
   def write(self, step: int, metrics: dict[str, Any], prefix: str = "") -> None:
     if not self.enabled:
       return
     scalars = {prefix + k: float(np.asarray(v)) for k, v in metrics.items()}
     line = json.dumps({"step": int(step), "time": time.time(), **scalars}) + "\n"
-    if self.remote:
-      self._lines.append(line)
-      self.path.write_text("".join(self._lines), encoding="utf-8")
+    self._own.append(line)
+    key = _key_of(line)
+    if self.remote or key in self._earlier:
+      self._earlier.pop(key, None)
+      self._rewrite()
     else:
       self._file.write(line)
       self._file.flush()
@@ -63,12 +72,33 @@ class MetricWriter:
       for name, value in scalars.items():
         self._tb.add_scalar(name, value, int(step))
 
+  def _read_lines(self) -> list[str]:
+    if not self.path.exists():
+      return []
+    return self.path.read_text(encoding="utf-8").splitlines(keepends=True)
+
+  def _rewrite(self) -> None:
+    """Writes the kept earlier lines, then this writer's own."""
+    if self._file is not None:
+      self._file.close()
+    self.path.write_text("".join([*self._earlier.values(), *self._own]), encoding="utf-8")
+    self._file = None if self.remote else open(self.path, "a", encoding="utf-8")
+
   def close(self) -> None:
     if self.enabled:
       if self._file is not None:
         self._file.close()
       if self._tb is not None:
         self._tb.close()
+
+
+def _key_of(line: str) -> tuple[int | None, frozenset[str]]:
+  """A metrics line's step and metric names: two lines with one key record the same measurement."""
+  try:
+    record = json.loads(line)
+    return int(record["step"]), frozenset(k for k in record if k not in ("step", "time"))
+  except (ValueError, KeyError, TypeError):
+    return None, frozenset()
 
 
 def _step_of(line: str) -> int | None:
