@@ -4,7 +4,7 @@
 See configs/convfit_base.py for the hyper-parameters and the variants.
 """
 
-from configs import convfit_base
+from fewshot_nlu.defaults import convfit_base
 
 
 def get_config(shots: str = "10"):

@@ -4,7 +4,7 @@
 See configs/multi_convfit_base.py for the hyper-parameters.
 """
 
-from configs import multi_convfit_base
+from fewshot_nlu.defaults import multi_convfit_base
 
 
 def get_config(arg: str = ""):

@@ -5,7 +5,7 @@
 See configs/qaid_base.py for the hyper-parameters and the ablations.
 """
 
-from configs import qaid_base
+from fewshot_nlu.defaults import qaid_base
 
 
 def get_config(shots: str = "5"):
