@@ -1,10 +1,10 @@
 """ConvFiT Stage 2 (OCL) + 1-NN on banking77; shots: configs/convfit_banking77.py:10 (default) | :30 | :full.
 
   python -m fewshot_nlu.main --config=configs/convfit_banking77.py --workdir=runs/convfit_banking77
-See configs/convfit_base.py for the hyper-parameters and the variants.
+See fewshot_nlu/defaults/convfit_base.py for the hyper-parameters and the variants.
 """
 
-from configs import convfit_base
+from fewshot_nlu.defaults import convfit_base
 
 
 def get_config(shots: str = "10"):

@@ -1,10 +1,10 @@
 """ConvFiT Stage 2 (OCL) + 1-NN on hwu64; shots: configs/convfit_hwu64.py:10 (default) | :30 | :full.
 
   python -m fewshot_nlu.main --config=configs/convfit_hwu64.py --workdir=runs/convfit_hwu64
-See configs/convfit_base.py for the hyper-parameters and the variants.
+See fewshot_nlu/defaults/convfit_base.py for the hyper-parameters and the variants.
 """
 
-from configs import convfit_base
+from fewshot_nlu.defaults import convfit_base
 
 
 def get_config(shots: str = "10"):

@@ -3,15 +3,9 @@ out-of-scope detection; response selection top-1/3/10 of 100 on held-out dialogu
 
   python -m fewshot_nlu.main --config=configs/dse_eval.py --workdir=runs/eval_minilm
   python -m fewshot_nlu.main --config=configs/dse_eval.py --workdir=runs/eval_dse --config.model.name=runs/dse/export
-Results: ``suite.md`` (tables) and ``suite.json`` / ``results.json`` in the workdir.
+
+Thin wrapper: the config is built by ``fewshot_nlu/defaults/dse_eval.py`` (shipped with the package, so
+``fewshot_nlu.fit`` and a pip-installed user have it too); its docstring documents the fields.
 """
 
-from configs import common
-from fewshot_nlu.evaluation import suite
-
-
-def get_config():
-  config = common.base("evaluate")  # no training: the shared sections and the suite's
-  config.eval.batch_size = 64
-  suite.add_config(config)
-  return config
+from fewshot_nlu.defaults.dse_eval import get_config  # noqa: F401

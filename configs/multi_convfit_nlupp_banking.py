@@ -1,10 +1,10 @@
 """Multi-ConvFiT on NLU++ banking; the argument picks regime (low | high) and specialisation (fft | adapter | none):
 
   python -m fewshot_nlu.main --config=configs/multi_convfit_nlupp_banking.py:low,adapter --workdir=runs/mc_nlupp_banking
-See configs/multi_convfit_base.py for the hyper-parameters.
+See fewshot_nlu/defaults/multi_convfit_base.py for the hyper-parameters.
 """
 
-from configs import multi_convfit_base
+from fewshot_nlu.defaults import multi_convfit_base
 
 
 def get_config(arg: str = ""):

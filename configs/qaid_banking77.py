@@ -2,10 +2,10 @@
 
   python -m fewshot_nlu.main --config=configs/qaid_banking77.py --workdir=runs/qaid_banking77
   python -m fewshot_nlu.predict --model runs/qaid_banking77/export "your utterance"
-See configs/qaid_base.py for the hyper-parameters and the ablations.
+See fewshot_nlu/defaults/qaid_base.py for the hyper-parameters and the ablations.
 """
 
-from configs import qaid_base
+from fewshot_nlu.defaults import qaid_base
 
 
 def get_config(shots: str = "5"):

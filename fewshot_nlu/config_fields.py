@@ -3,7 +3,7 @@
 A config is locked (``ml_collections``), so a misspelt override already fails; this catches the other way a
 setting is silently lost: a field that exists in the config but that the method never reads (a field inherited
 from another method's base, say). ``fields_read(module)`` parses the method's module and every
-``fewshot_nlu`` module it imports, directly or not (plus ``main``, which reads the process-level fields), and
+``fewshot_nlu`` module it imports, directly or not (plus ``runner``, which reads the process-level fields), and
 collects the config paths their code reads:
 
   * attribute / item / ``.get("...")`` chains rooted at ``config`` or ``run_config``, following local aliases
@@ -29,7 +29,7 @@ import ml_collections
 from fewshot_nlu.config_checks import ConfigError
 
 CONFIG_ROOTS = ("config", "run_config")
-ALWAYS = ("fewshot_nlu.main",)  # process-level fields: compilation cache, distributed initialisation
+ALWAYS = ("fewshot_nlu.runner",)  # process-level fields: compilation cache, distributed initialisation
 
 
 PACKAGE_ROOT = pathlib.Path(__file__).resolve().parent

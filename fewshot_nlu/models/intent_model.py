@@ -7,6 +7,9 @@ decision rule.
   * ``mlp`` (``heads.mlp``): a classifier on the encodings; the nearest examples are still returned as
     evidence.
 
+Neighbours are found by cosine (the default) or, with ``metric="dot"``, by the dot product of unnormalised
+vectors (the Retriever's utterance retrieval, Yu et al. 2021 §5.2).
+
 The pool can grow after training (``add_examples``; ConvFiT Figure 6, inference-time augmentation) without
 touching the encoder. ``save``/``load`` write one folder: the encoder in Hugging Face layout (with the
 down-projection if any, and sentence-transformers' module files: ``SentenceEncoder.save``), ``index/``
@@ -69,10 +72,10 @@ class IntentModel:
   @classmethod
   def from_examples(cls, encoder: SentenceEncoder, texts: Sequence[str], labels: Sequence[str], *,
                     label_names: Sequence[str] | None = None, show_progress: bool = False,
-                    **kwargs) -> "IntentModel":
+                    metric: str = "cosine", **kwargs) -> "IntentModel":
     """Indexes the labelled examples; ``label_names`` (the classifier's label order, e.g. the MLP's
-    outputs) defaults to the sorted labels."""
-    index = Index(encoder.dim, metric="cosine")
+    outputs) defaults to the sorted labels; ``metric``: how neighbours are found ("cosine" | "dot")."""
+    index = Index(encoder.dim, metric=metric)
     model = cls(encoder, index, label_names or sorted(set(labels)), **kwargs)
     model.add_examples(texts, labels, show_progress=show_progress)
     return model
@@ -165,18 +168,21 @@ class IntentModel:
 
   def scores(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
     """[len(texts), len(labels)]: with the MLP, its probabilities (rows sum to 1); with k-NN, per label the
-    cosine of its nearest indexed example, in [-1, 1] (-inf for a label without examples). With k = 1 the
-    argmax is ``predict``'s label; with k > 1 ``predict`` votes over the k nearest examples and may differ."""
+    cosine of its nearest indexed example, in [-1, 1] (-inf for a label without examples), or under
+    ``metric="dot"`` its largest dot product (unbounded). With k = 1 the argmax is ``predict``'s label; with
+    k > 1 ``predict`` votes over the k nearest examples and may differ."""
     vectors = self.encoder.encode(texts, show_progress=show_progress)
     if self.classifier == "mlp":
       return np.asarray(mlp_head.predict_proba(self.mlp, vectors), np.float32)
     if not len(self.index):
       raise ValueError("the model has no labelled examples to retrieve from")
-    queries = l2_normalize(np.asarray(vectors, np.float32))
-    cosines = queries @ l2_normalize(self.index.vectors).T
+    queries, rows = np.asarray(vectors, np.float32), self.index.vectors
+    if self.index.metric == "cosine":
+      queries, rows = l2_normalize(queries), l2_normalize(rows)
+    similarities = queries @ rows.T
     column = {l: c for c, l in enumerate(self.labels)}
     out = np.full((len(self.labels), len(texts)), -np.inf, np.float32)
-    np.maximum.at(out, [column[p["label"]] for p in self.index.payloads], cosines.T)
+    np.maximum.at(out, [column[p["label"]] for p in self.index.payloads], similarities.T)
     return out.T
 
   # ------------------------------------------------------------------------------------------- storage
@@ -193,7 +199,8 @@ class IntentModel:
 
   def _write_meta(self, directory: pathlib.Path, index_folder: str) -> None:
     meta = {"kind": self.kind, "classifier": self.classifier, "k": self.k, "labels": self.labels,
-            "pooling": self.encoder.pooling_mode, "max_length": self.encoder.max_length, "index": index_folder,
+            "pooling": self.encoder.pooling_mode, "normalize": self.encoder.normalize,
+            "max_length": self.encoder.max_length, "index": index_folder,
             "rejection": self.rejection.to_dict() if self.rejection else None}
     protocol.write_meta(directory, META_FILE, meta)
 
@@ -201,6 +208,7 @@ class IntentModel:
   def load(cls, directory: str | pathlib.Path, **encoder_kwargs) -> "IntentModel":
     directory = pathlib.Path(directory)
     meta = protocol.read_meta(directory, META_FILE, "the export/ folder of a training run")
+    encoder_kwargs.setdefault("normalize", meta.get("normalize", True))
     encoder = SentenceEncoder.from_pretrained(str(directory), pooling_mode=meta["pooling"],
                                               max_length=meta["max_length"], **encoder_kwargs)
     index = Index.load(directory / _index_folder(directory, meta))

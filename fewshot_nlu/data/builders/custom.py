@@ -63,6 +63,11 @@ def csv_labels(value: str, field: str, where: str) -> list[str]:
 
 
 def read_csv_split(path: pathlib.Path) -> list[dict[str, Any]]:
+  return read_csv_table(path)[1]
+
+
+def read_csv_table(path: pathlib.Path) -> tuple[str, list[dict[str, Any]]]:
+  """(the header's label field, 'label' or 'labels'; the examples) of a CSV split file."""
   raw = path.read_bytes()
   try:
     text = raw.decode("utf-8-sig")
@@ -82,10 +87,15 @@ def read_csv_split(path: pathlib.Path) -> list[dict[str, Any]]:
     record = dict(zip(header, row))
     examples.append(table_example(len(examples), record["text"], csv_labels(record[field], field, where), where))
     line = reader.line_num + 1
-  return examples
+  return field, examples
 
 
 def read_jsonl_split(path: pathlib.Path) -> list[dict[str, Any]]:
+  return [example for _, example in read_jsonl_table(path)]
+
+
+def read_jsonl_table(path: pathlib.Path) -> list[tuple[str, dict[str, Any]]]:
+  """(the label field the line uses, 'label' or 'labels'; the example) per line of a JSONL split file."""
   examples = []
   for number, line in enumerate(read_lines(path), start=1):
     where = f"{path}:{number}"
@@ -99,7 +109,7 @@ def read_jsonl_split(path: pathlib.Path) -> list[dict[str, Any]]:
     labels = [record[field]] if field == "label" else record[field]
     if field == "label" and not (isinstance(record[field], str) and record[field].strip()):
       raise DataError(f"{where}: field 'label' must be a non-empty string, got {record[field]!r}")
-    examples.append(table_example(len(examples), record["text"], labels, where))
+    examples.append((field, table_example(len(examples), record["text"], labels, where)))
   return examples
 
 

@@ -10,7 +10,12 @@ Stages (``retriever.stage``), Table 1's sections:
   * ``pretrain``: trained on the source intents only (per-label batch 8, lr 5e-5);
   * ``finetune_tgt``: trained on the target few-shot examples (per-label batch = shots, lr 1e-5), starting from
     ``model.name`` (e.g. a ``pretrain`` run's ``export``);
-  * ``finetune_tgt_src``: as ``finetune_tgt`` with ``shots`` examples of every source intent added.
+  * ``finetune_tgt_src``: as ``finetune_tgt`` with ``shots`` examples of every source intent added;
+  * ``all`` (your own intents, e.g. ``fewshot_nlu.fit(..., method="retriever_intents")``; no categories): trained
+    on every training example of every intent (``retriever.train = False``: the untouched encoder), the support
+    set is every training example, accuracy on ``data.eval_split``, and ``export/`` is an intent model
+    (``models.intent_model``, kind ``intent_model``) that answers by the nearest support utterance's intent by
+    dot product of [CLS] vectors, with the support utterances as evidence.
 Training is the batch softmax on [CLS] vectors (``retriever.training``) for ``train.max_steps`` steps (the paper
 tunes on a development set; there is no development domain here).
 
@@ -38,14 +43,18 @@ from fewshot_nlu.data import splits, tsv
 from fewshot_nlu.encoders import pretrained, st_modules
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.encoders.transformer import DTYPES
+from fewshot_nlu.evaluation import knn
 from fewshot_nlu.evaluation.prototypes import label_means
 from fewshot_nlu.index import Index
 from fewshot_nlu.methods.retriever import training as retriever_training
 from fewshot_nlu.methods.retriever.spans import INFERENCE
+from fewshot_nlu.models.intent_model import IntentModel
+from fewshot_nlu.train import run as train_run
+from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
 
-STAGES = ("frz", "pretrain", "finetune_tgt", "finetune_tgt_src")
+STAGES = ("frz", "pretrain", "finetune_tgt", "finetune_tgt_src", "all")
 SUPPORT_SETS = ("all", "balance", "tgt")
 
 
@@ -53,6 +62,14 @@ def validate(config: ml_collections.ConfigDict) -> None:
   r = config.retriever
   config_checks.require_choice(config, "retriever.stage", STAGES)
   config_checks.require_choice(config, "retriever.inference", INFERENCE)
+  if r.stage == "all":
+    retriever_training.validate(config)
+    splits.prepared_builder(config)
+    if r.inference != "nearest":
+      raise config_checks.ConfigError(
+          f"config.retriever.inference: {r.inference!r}; stage 'all' exports an intent model that retrieves "
+          "support utterances, so it needs 'nearest'")
+    return
   config_checks.require_positive(config, "retriever.categories", "retriever.intents_per_category",
                                  "retriever.shots")
   for s in r.support_sets:
@@ -145,8 +162,41 @@ def write_reports(config, model, rows: list[tuple], test_texts: list[str], test_
   return out
 
 
+def run_all(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
+  """Stage ``all`` (module docstring): every training intent, the training examples as the support set."""
+  r = config.retriever
+  model = pretrained.load_pretrained(config.model.name)
+  train_split, eval_split = splits.read_splits(config)
+  splits.warn_unseen_labels(train_split, eval_split)
+  params, results = model.params, {"stage": r.stage, "inference": r.inference, "reduction": r.reduction}
+  steps = 0
+  if r.train:
+    items = retriever_training.utterance_items(model.tokenizer, train_split.texts, train_split.labels,
+                                               config.model.max_length)
+    start = time.perf_counter()
+    params, record = retriever_training.train(config, workdir, model, items, span=False, evaluate=None)
+    steps = record["steps"]
+    results.update(training=record, train_seconds=round(time.perf_counter() - start, 1))
+  encoder = SentenceEncoder(model.config, params, model.tokenizer, pooling_mode="cls", normalize=False,
+                            max_length=config.model.max_length, batch_size=config.eval.batch_size,
+                            dtype=DTYPES[config.model.dtype])
+  intent_model = IntentModel.from_examples(encoder, train_split.texts, train_split.labels, metric="dot",
+                                           show_progress=True)
+  results.update(knn.evaluate_intent_model(intent_model, eval_split, workdir, "predictions"))
+  results["rejection"] = intent_model.calibrate_rejection().to_dict()  # leave-one-out votes: no extra encoding
+  if jax.process_index() == 0:
+    with workdirs.atomic_folder(workdir / "export") as export:
+      intent_model.save(export)
+  writer = MetricWriter(workdir)
+  results = train_run.finish(config, workdir, results, steps, writer)
+  writer.close()
+  return results
+
+
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   r = config.retriever
+  if r.stage == "all":
+    return run_all(config, workdir)
   model = pretrained.load_pretrained(config.model.name)
   train_split, test_split = splits.read_splits(config)
   source, target = split_intents(read_categories(config), r.categories, r.intents_per_category, config.seed)

@@ -1,0 +1,176 @@
+"""The Python API: ``fit`` trains a method on your labelled examples and returns the trained model; ``load``
+reads any export.
+
+    import fewshot_nlu as fn
+    model = fn.fit(texts, labels, method="convfit")      # or a DataFrame, or a .csv / .jsonl path
+    model.predict(["i lost my card"])                     # labels with scores and evidence
+    model.save("my_model"); model = fn.load("my_model")
+
+``fit`` takes the same road as ``python -m fewshot_nlu.main``; nothing here trains. It checks the examples
+(``data.user_examples``: a bad row is a ``ValueError`` naming it), writes them as ``intent_table`` JSON lines
+(``train.jsonl``, and ``valid.jsonl`` for ``validation``) into a folder named by their content under
+``$FEWSHOT_NLU_CACHE/fit_data`` (default ``~/.cache/fewshot_nlu``), builds the method's shipped default config
+(``fewshot_nlu.defaults``, the one ``configs/*.py`` wrap) with ``data.builder = "intent_table"`` pointing there,
+applies the overrides, and calls ``runner.run`` — the function ``main`` calls: the same config checks (a field
+the method ignores is refused), the same workdir lock and claim (rerunning the same fit in the same workdir
+resumes it; another config or other examples there is refused unless ``overwrite=True``), the same method code,
+the training loop's progress bar, and the export that ``models.load`` then reads.
+
+Methods (``method=``): ``convfit``, ``qaid``, ``multi_convfit`` (multi-label; the default when labels are label
+sets), ``retriever_intents`` (``retriever.stage = "all"``) and ``baseline`` (``config.method = "intent_mneg"``).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import statistics
+import tempfile
+from typing import Any, Iterator, Sequence
+
+import ml_collections
+
+from fewshot_nlu.config_checks import ConfigError
+from fewshot_nlu.data import user_examples
+from fewshot_nlu.errors import DataError
+
+# fit's method names -> config.method
+METHODS = {"convfit": "convfit", "qaid": "qaid", "multi_convfit": "multi_convfit",
+           "retriever_intents": "retriever_intents", "baseline": "intent_mneg"}
+MULTI_LABEL_METHODS = ("multi_convfit",)
+# set by fit from the examples it is given; an override of one is refused
+DATA_FIELDS = ("data.builder", "data.builder_config", "data.raw_dir", "data.dir", "data.tfds_dir",
+               "data.train_split", "data.eval_split")
+
+
+def cache_dir() -> pathlib.Path:
+  """Where ``fit`` writes the examples it trains on (``$FEWSHOT_NLU_CACHE/fit_data``)."""
+  return pathlib.Path(os.environ.get("FEWSHOT_NLU_CACHE", "~/.cache/fewshot_nlu")).expanduser() / "fit_data"
+
+
+def convfit_shots(train: user_examples.Examples) -> str:
+  """ConvFiT's hyper-parameter row (§3: epochs, negatives) for the median examples per intent: up to 10 the
+  10-shot row, up to 30 the 30-shot row, else the full-data row."""
+  median = statistics.median(train.examples_per_label().values())
+  return "10" if median <= 10 else "30" if median <= 30 else "full"
+
+
+def default_config(method: str, train: user_examples.Examples) -> ml_collections.ConfigDict:
+  """The shipped default config of ``method`` (a ``fit`` name) for these training examples."""
+  from fewshot_nlu.defaults import convfit_base, default, multi_convfit_base, qaid_base, retriever_intents
+  if method == "convfit":
+    return convfit_base.get_config("intent_table", convfit_shots(train))
+  if method == "qaid":
+    return qaid_base.get_config("intent_table")  # every shots row has the same hyper-parameters
+  if method == "multi_convfit":
+    return multi_convfit_base.get_config("intent_table", "", "low")
+  if method == "retriever_intents":
+    return retriever_intents.get_config()
+  return default.get_config()
+
+
+def flatten_overrides(overrides: dict, prefix: str = "") -> Iterator[tuple[str, Any]]:
+  """``{"train": {"epochs": 3}, "model.name": "x"}`` -> ``("train.epochs", 3), ("model.name", "x")``."""
+  for key, value in overrides.items():
+    path = f"{prefix}{key}"
+    if isinstance(value, (dict, ml_collections.ConfigDict)):
+      yield from flatten_overrides(dict(value), path + ".")
+    else:
+      yield path, value
+
+
+def apply_overrides(config: ml_collections.ConfigDict, overrides: dict, method: str) -> None:
+  """Sets config fields from ``overrides`` (dotted names, or sections as dicts); an unknown field, a field
+  ``fit`` sets from the data, or a value of the wrong type is a ``ConfigError`` naming the field."""
+  for path, value in flatten_overrides(overrides):
+    if path in DATA_FIELDS:
+      raise ConfigError(f"config.{path}: set by fit from the examples it is given; pass your data to fit instead")
+    *sections, name = path.split(".")
+    node = config
+    for part in sections:
+      node = node[part] if part in node and isinstance(node[part], ml_collections.ConfigDict) else None
+      if node is None:
+        break
+    if node is None or name not in node:
+      raise ConfigError(f"config.{path}: method {method!r} has no such field (its sections: "
+                        f"{sorted(config.keys())})")
+    if isinstance(node[name], ml_collections.ConfigDict):
+      raise ConfigError(f"config.{path}: a section; set its fields, e.g. {path}={{...}} or \"{path}.<field>\"")
+    try:
+      node[name] = value
+    except TypeError:
+      raise ConfigError(f"config.{path}: {value!r} ({type(value).__name__}) does not fit the field's type "
+                        f"({type(node[name]).__name__}, now {node[name]!r})") from None
+
+
+def fit(examples: Any, labels: Sequence | None = None, *, method: str | None = None, validation: Any = None,
+        text_column: str = "text", label_column: str | None = None, workdir: str | os.PathLike | None = None,
+        overwrite: bool = False, **overrides):
+  """Trains ``method`` on labelled examples and returns the exported model (a ``models.protocol.Model``:
+  ``predict``, ``scores``, ``add_examples``, ``save``).
+
+  Args:
+    examples: the training examples: a list of texts (with ``labels``), a pandas DataFrame, or a path to a
+      ``.csv`` / ``.jsonl`` file (``text`` and ``label``, or ``labels`` for label sets).
+    labels: with a list of texts, one label per text: a string, or a list of strings (multi-label).
+    method: ``convfit`` | ``qaid`` | ``multi_convfit`` | ``retriever_intents`` | ``baseline``; default
+      ``multi_convfit`` for label sets, else ``convfit``.
+    validation: held-out examples in any form ``examples`` takes (a list of texts goes as ``(texts, labels)``);
+      the run's evaluation (``model.results``) scores them. Without it the run scores the training
+      examples themselves: a sanity check, not an estimate.
+    text_column, label_column: a DataFrame's columns (default ``text``, and ``label`` or ``labels``).
+    workdir: where the run writes (checkpoints, metrics, ``results.json``, ``predictions.tsv``, ``export/``);
+      default a new temporary folder. Rerunning the same fit there resumes; another config or other examples
+      there are refused unless ``overwrite=True`` (which deletes that run first).
+    **overrides: config fields, as sections given as dicts (``train={"epochs": 3}``) or dotted names
+      (``**{"train.epochs": 3}``); checked as ``main`` checks ``--config.<field>=...``.
+
+  Returns:
+    The model, loaded from ``<workdir>/export`` by ``fewshot_nlu.models.load``, with two attributes added:
+    ``workdir`` (a ``pathlib.Path``) and ``results`` (the run's ``results.json``).
+
+  Raises:
+    ValueError: bad examples (``DataError``, naming the row, or the file and line), or a bad override
+      (``ConfigError``, naming the field).
+  """
+  from fewshot_nlu import models, runner
+  if method is not None and method not in METHODS:
+    raise ConfigError(f"method: {method!r} is not one of {sorted(METHODS)}")
+  train = user_examples.read(examples, labels, text_column=text_column, label_column=label_column)
+  method = method or ("multi_convfit" if train.multi_label else "convfit")
+  if train.multi_label and method not in MULTI_LABEL_METHODS:
+    raise DataError(f"examples: the labels are label sets (multi-label), but method {method!r} is single-label; use "
+                    "method='multi_convfit' (or give one string label per example)")
+  tables = {"train": train}
+  if validation is not None:
+    held_out = (user_examples.read(*validation, what="validation") if isinstance(validation, tuple) else
+                user_examples.read(validation, text_column=text_column, label_column=label_column,
+                                   what="validation"))
+    if held_out.multi_label != train.multi_label:
+      kinds = {True: "label sets", False: "single labels"}
+      raise DataError(f"validation: {kinds[held_out.multi_label]}, but the training examples have "
+                      f"{kinds[train.multi_label]}; give both the same kind")
+    tables["valid"] = held_out
+  config = default_config(method, train)
+  apply_overrides(config, overrides, method)
+  folder = user_examples.write_table(tables, cache_dir())
+  config.data.builder, config.data.raw_dir = "intent_table", str(folder)
+  config.data.tfds_dir = str(cache_dir() / "tfds")
+  config.data.train_split, config.data.eval_split = "train", "valid" if "valid" in tables else "train"
+  workdir = pathlib.Path(workdir).expanduser() if workdir is not None else pathlib.Path(
+      tempfile.mkdtemp(prefix=f"fewshot_nlu_{method}_"))
+  results = runner.run(config, workdir, overwrite=overwrite)
+  model = models.load(workdir / "export")
+  model.workdir, model.results = workdir, results
+  return model
+
+
+def load(path: str | os.PathLike):
+  """The model exported in ``path`` (an ``export/`` folder, a folder written by ``model.save``, or a run's
+  workdir holding ``export/``), as its own class (``fewshot_nlu.models.load``)."""
+  from fewshot_nlu import models
+  path = pathlib.Path(path).expanduser()
+  has_model = any((path / kind.meta_file).is_file() for kind in models.KINDS.values())
+  if not has_model and (path / "export").is_dir():
+    path = path / "export"
+  return models.load(path)
