@@ -30,6 +30,9 @@ from fewshot_nlu.config_checks import ConfigError
 
 CONFIG_ROOTS = ("config", "run_config")
 ALWAYS = ("fewshot_nlu.runner",)  # process-level fields: compilation cache, distributed initialisation
+# modules that build configs rather than read them (the package's lazy ``fit`` / ``load``, the shipped defaults):
+# a field they set is not a field a method reads
+CONFIG_BUILDERS = ("fewshot_nlu", "fewshot_nlu.api", "fewshot_nlu.defaults")
 
 
 PACKAGE_ROOT = pathlib.Path(__file__).resolve().parent
@@ -80,6 +83,8 @@ def reachable_modules(module: str) -> set[str]:
     if name in seen:
       continue
     seen.add(name)
+    if name != module and (name in CONFIG_BUILDERS or name.startswith("fewshot_nlu.defaults.")):
+      continue
     source = _source_of(name)
     if source is not None:
       todo.extend(_imports(ast.parse(source)) - seen)
