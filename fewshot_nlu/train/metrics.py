@@ -30,7 +30,7 @@ class MetricWriter:
       self.path.parent.mkdir(parents=True, exist_ok=True)
       # lines earlier attempts on this workdir left, by (step, metric names), so that a line this run writes
       # again (a resumed run re-measuring step 0, a finished run re-run) replaces the old one, not repeats it
-      self._earlier = {_key_of(l): l for l in self._read_lines() if _step_of(l) is not None}
+      self._earlier = {key: l for l in self._read_lines() if (key := _key_of(l))[0] is not None}
       self._own: list[str] = []  # the lines this writer wrote
       self._file = None
       self._rewrite()  # drops a line a kill cut short
