@@ -303,3 +303,29 @@ def test_the_command_refuses_a_folder_without_a_model(tmp_path):
   result = subprocess.run([sys.executable, "-m", "fewshot_nlu.serve", "--model", str(tmp_path / "nowhere")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
   assert result.returncode == 2 and "no such directory" in result.stderr
+
+
+def test_a_calibrated_model_rejects_out_of_scope_texts_when_asked_and_an_uncalibrated_one_says_it_cannot(
+    export, tmp_path):
+  from starlette.testclient import TestClient
+
+  from fewshot_nlu.serve.app import create_app
+
+  from fewshot_nlu.models.rejection import Rejection
+
+  texts = [TEXTS[3], "what time is it", "is there a fee for top ups"]
+  calibrated = models.load(export)
+  scores = sorted(p.score for p in calibrated.predict(texts))
+  calibrated.rejection = Rejection((scores[0] + scores[-1]) / 2, 0.5, len(TEXTS), "set by the test")
+  saved = calibrated.save(tmp_path / "calibrated")
+  wanted = [p.label for p in models.load(saved).predict(texts, reject=True)]
+  assert "out_of_scope" in wanted and set(wanted) != {"out_of_scope"}
+  with TestClient(create_app(models.load(saved), saved)) as client:
+    assert client.get("/healthz").json()["reject"] is True
+    answer = client.post("/predict", json={"texts": texts, "reject": True})
+    assert answer.status_code == 200, answer.text
+    assert [p["label"] for p in answer.json()["predictions"]] == wanted
+  with TestClient(create_app(models.load(export), export)) as client:
+    assert client.get("/healthz").json()["reject"] is False
+    refused = client.post("/predict", json={"texts": texts, "reject": True})
+    assert refused.status_code == 400 and "no calibrated threshold" in refused.json()["error"]

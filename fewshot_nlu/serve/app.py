@@ -34,11 +34,13 @@ MODEL_ERRORS = (ValueError, NotImplementedError, errors.UserError)  # what a mod
 
 
 def supports_reject(model) -> bool:
-  """Whether ``model.predict`` takes ``reject=`` (out-of-scope rejection)."""
+  """Whether ``model.predict`` takes ``reject=`` (out-of-scope rejection) AND the model carries a calibrated
+  threshold for it (``models.rejection``: an export written before calibration, or never calibrated, has none)."""
   try:
-    return "reject" in inspect.signature(model.predict).parameters
+    takes_reject = "reject" in inspect.signature(model.predict).parameters
   except (TypeError, ValueError):
     return False
+  return takes_reject and getattr(model, "rejection", None) is not None
 
 
 def create_app(model, model_dir: str | pathlib.Path, *, limits: bodies.Limits = bodies.Limits(),
@@ -53,8 +55,8 @@ def create_app(model, model_dir: str | pathlib.Path, *, limits: bodies.Limits = 
     asked = bodies.predict_request(await read_body(request, limits), limits)
     options = dict(asked.options)
     if options.get("reject") and not can_reject:
-      raise bodies.BadRequest(f"reject: this model (kind {model.kind!r}) cannot reject out-of-scope texts; "
-                              "send the request without \"reject\"")
+      raise bodies.BadRequest(f"reject: this model (kind {model.kind!r}) cannot reject out-of-scope texts (it "
+                              "has no calibrated threshold); send the request without \"reject\"")
     if not options.get("reject", True):
       del options["reject"]  # False is every model's default, also of those without the argument
     predictions = await model_call(worker.predict(asked.texts, **options))
