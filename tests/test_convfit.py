@@ -195,7 +195,8 @@ def toy_intents(tmp_path):
 @pytest.mark.parametrize("overrides,variant", [
     ({}, "LM+S2-OCL (knn)"),
     ({"stage2__loss": "smax", "stage2__sampling": "paper", "stage2__negatives": 1}, "LM+S2-SMAX (knn)"),
-    ({"stage2__loss": "cos", "classifier__kind": "mlp", "model__init": "random"}, "RAND+S2-COS (mlp)"),
+    pytest.param({"stage2__loss": "cos", "classifier__kind": "mlp", "model__init": "random"}, "RAND+S2-COS (mlp)",
+                 marks=pytest.mark.slow),
     ({"stage2__enabled": False, "eval__extra_pool_splits": ("test",)}, "LM (knn)"),
 ])
 def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, variant):

@@ -153,7 +153,7 @@ def _suite_overrides(config, data_dir):
   return config
 
 
-@pytest.mark.parametrize("variant", ["consecutive", "dropout"])
+@pytest.mark.parametrize("variant", ["consecutive", pytest.param("dropout", marks=pytest.mark.slow)])
 def test_dse_trains_exports_and_the_export_evaluates_alike(tmp_path, tiny_bert_dir, variant):
   data = _toy_data(tmp_path / "data")
   config = _suite_overrides(dse_pretrain.get_config(variant), data)

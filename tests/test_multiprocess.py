@@ -20,8 +20,13 @@ from tests.test_dse import _toy_data
 from tests.test_retriever import write_toy_snips
 
 REPO = pathlib.Path(__file__).parents[1]
-METHODS = ("intent_mneg", "intent_mneg_packed", "convfit", "multi_convfit", "qaid", "dse", "convfit_stage1",
-           "retriever")
+# The default run covers the three ways batches are built (in-batch rows, per-label batches, the Retriever's
+# folds with development selection); the other methods run with ``pytest -m slow`` (each group is launched once,
+# on its first test).
+GROUPS = {"default": ("intent_mneg", "convfit", "retriever"),
+          "slow": ("intent_mneg_packed", "multi_convfit", "qaid", "dse", "convfit_stage1")}
+METHODS = [pytest.param(m, id=m) for m in GROUPS["default"]] + [pytest.param(m, id=m, marks=pytest.mark.slow)
+                                                                  for m in GROUPS["slow"]]
 
 
 def _free_port() -> int:
@@ -89,16 +94,30 @@ def _batches(runs: pathlib.Path, tag: str, method: str, process: int) -> list[st
 
 
 @pytest.fixture(scope="module")
-def single_and_pair(tmp_path_factory, toy_data):
-  runs = tmp_path_factory.mktemp("multiprocess_runs")
-  _launch(runs, "single", 1, toy_data)
-  _launch(runs, "pair", 2, toy_data)
-  return runs
+def launched(tmp_path_factory, toy_data):
+  """``launched(group)``: the runs folder where every method of ``GROUPS[group]`` ran on 1 and on 2 processes."""
+  done = {}
+
+  def runs_of(group: str) -> pathlib.Path:
+    if group not in done:
+      runs = tmp_path_factory.mktemp(f"multiprocess_runs_{group}")
+      methods = {m: toy_data[m] for m in GROUPS[group]}
+      _launch(runs, "single", 1, methods)
+      _launch(runs, "pair", 2, methods)
+      done[group] = runs
+    return done[group]
+
+  return runs_of
+
+
+@pytest.fixture(scope="module")
+def single_and_pair(launched):
+  return launched("default")
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_two_processes_build_the_single_process_batches_and_reach_its_parameters(single_and_pair, method):
-  runs = single_and_pair
+def test_two_processes_build_the_single_process_batches_and_reach_its_parameters(launched, method):
+  runs = launched(next(g for g, methods in GROUPS.items() if method in methods))
   single = _batches(runs, "single", method, 0)
   assert single and _batches(runs, "pair", method, 0) == single and _batches(runs, "pair", method, 1) == single
   one, two = _exported(runs / "single" / method), _exported(runs / "pair" / method)

@@ -82,7 +82,8 @@ def _kernel_manager():
 
 @pytest.mark.integration
 @pytest.mark.skipif(not SHARED_DATA.exists(), reason=f"{SHARED_DATA} not present")
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", [  # the default run executes the quickstart; the others: pytest -m slow
+    pytest.param(p, id=p.stem, marks=() if p.stem == "quickstart_intents" else pytest.mark.slow) for p in NOTEBOOKS])
 def test_notebook_executes_with_tiny_parameters(path, tmp_path, record_property):
   from nbclient import NotebookClient
   nb = _read(path)

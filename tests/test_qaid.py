@@ -371,10 +371,10 @@ def test_pretrain_then_finetune_then_predict(tmp_path, tiny_bert_dir, capsys):
   assert {line.split()[1] for line in lines[2:]} <= {"food", "money", "music", "weather"}
 
 
-@pytest.mark.parametrize("overrides", [
-    {"loss": "npairs", "augment": False, "intent_descriptions": "DESCRIPTIONS"},
+@pytest.mark.parametrize("overrides", [  # the losses of all three are tested against numpy above
+    pytest.param({"loss": "npairs", "augment": False, "intent_descriptions": "DESCRIPTIONS"}, marks=pytest.mark.slow),
     {"loss": "triplet", "triplets_per_query": 2, "mlm_weight": 0.0, "class_weight": 0.0},
-    {"similarity": "cosine", "match": "qq+qa"},
+    pytest.param({"similarity": "cosine", "match": "qq+qa"}, marks=pytest.mark.slow),
 ])
 def test_finetune_ablations_end_to_end(tmp_path, tiny_bert_dir, overrides):
   data = _toy_data(tmp_path / "data")

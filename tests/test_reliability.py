@@ -448,7 +448,7 @@ def _mneg(model):
   return intent_mneg.make_loss_fn(model.config, default_config.get_config())
 
 
-@pytest.mark.parametrize("how", ["truncated state", "empty data"])
+@pytest.mark.parametrize("how", ["truncated state", pytest.param("empty data", marks=pytest.mark.slow)])
 def test_a_corrupt_latest_checkpoint_is_skipped_for_the_previous_one(tiny_model, tmp_path, how, caplog):
   first = _loop(tmp_path / "a", tiny_model, _mneg(tiny_model), total_steps=4, save_every=2)
   _corrupt(tmp_path / "a" / "checkpoints" / "4", how)

@@ -124,6 +124,7 @@ class RejectingModel(FakeModel):
 
   kind = "fake"
   labels = ["a"]
+  rejection = "a calibrated threshold"
 
   def predict(self, texts, *, reject: bool = False):
     return [_Answer(("oos",) if reject else ("a",)) for _ in texts]
@@ -145,6 +146,9 @@ class PlainModel(RejectingModel):
 def test_reject_reaches_only_a_model_that_takes_it(tmp_path):
   from starlette.testclient import TestClient
   assert serve_app.supports_reject(RejectingModel()) and not serve_app.supports_reject(PlainModel())
+  uncalibrated = RejectingModel()
+  uncalibrated.rejection = None
+  assert not serve_app.supports_reject(uncalibrated)
   with TestClient(serve_app.create_app(RejectingModel(), tmp_path)) as client:
     answer = client.post("/predict", json={"texts": ["x"], "reject": True}).json()
     assert answer == {"predictions": [{"text": "x", "labels": ["oos"], "score": None}]}  # -inf is no JSON

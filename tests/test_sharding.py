@@ -58,7 +58,8 @@ def _tiny_training(directory, mesh_shape):
   return model, config, mesh, loss_fn, training, host_batch
 
 
-@pytest.mark.parametrize("mesh_shape", [{"data": 8}, {"data": 2, "fsdp": 2, "model": 2}])
+@pytest.mark.parametrize("mesh_shape", [pytest.param({"data": 8}, marks=pytest.mark.slow),  # every axis: below
+                                        {"data": 2, "fsdp": 2, "model": 2}])
 def test_sharded_step_equals_single_device(tiny_bert_dir, mesh_shape):
   one = _tiny_training(tiny_bert_dir, {"data": 1})
   many = _tiny_training(tiny_bert_dir, mesh_shape)
