@@ -61,7 +61,9 @@ def default_config(method: str, train: user_examples.Examples) -> ml_collections
   if method == "convfit":
     return convfit_base.get_config("intent_table", convfit_shots(train))
   if method == "qaid":
-    return qaid_base.get_config("intent_table")  # every shots row has the same hyper-parameters
+    config = qaid_base.get_config("intent_table")  # every shots row has the same hyper-parameters
+    config.eval.dev_split, config.eval.select_best = "", False  # validation= is the scored split, not a dev split
+    return config
   if method == "multi_convfit":
     return multi_convfit_base.get_config("intent_table", "", "low")
   if method == "retriever_intents":

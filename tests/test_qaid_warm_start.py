@@ -107,6 +107,7 @@ def test_qaid_with_a_frozen_prefix_keeps_it_bit_identical_and_records_the_dev_cu
   config.train.frozen_prefix_layers = 1
   config.eval.dev_split = "valid"
   config.eval.dev_every = 2
+  config.eval.select_best = False  # the last step's model is exported, so the trained layer shows below
   config.qaid.match = "qq+qa"
   results = main.run(config, tmp_path / "run")
   assert [p["step"] for p in results["dev_curve"]] == [0, 2, 3]  # step 0, every 2 steps, the last

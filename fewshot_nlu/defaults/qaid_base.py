@@ -16,6 +16,12 @@ measurements; the test sets decided nothing):
     encoder, dev accuracy after 10 epochs (BANKING77 / HWU64 / CLINC150 5-shot): names 77.1 / 69.4 / 77.7, rows
     81.6 / 75.8 / 85.7, documents 82.8 / 77.0 / 86.6. results.json reports every mode's accuracy of the same
     model (``accuracy_by_match``). The paper's: --config.qaid.match=qa.
+  * Model selection on development data: the dataset configs measure accuracy on ``valid`` every
+    ``eval.dev_every`` (20) steps and evaluate and export the best step (``eval.select_best``), not the last; the
+    paper trains 10 epochs and uses the last. On this encoder the development curves peak before the end
+    (CLINC150 5-shot valid: 88.2 at step 40, 86.6 at step 240; BANKING77 10-shot 86.8 at 100, 85.8 at 250).
+    The last step: --config.eval.select_best=False. ``fewshot_nlu.fit`` turns it off (a user's validation
+    examples are the split it scores, so choosing on them would flatter the score).
 
 Start from a pre-training export (configs/qaid_pretrain.py) with --config.model.name=runs/qaid_pretrain/export;
 from the untouched checkpoint (the default, minilm-l6) this is "QAID w/o PT".
@@ -78,4 +84,6 @@ def get_config(dataset: str, shots: str = "5") -> ml_collections.ConfigDict:
   config.data.eval_split = "test"
   config.train.epochs = 10
   config.train.learning_rate = 5e-5  # paper: 1e-5 (see the module docstring)
+  config.eval.dev_split = "valid"  # model selection on the development split (see the module docstring)
+  config.eval.select_best = True
   return config
