@@ -120,11 +120,11 @@ def write_table() -> None:
     if curve:
       points = ", ".join(f"{p['step']}: {100 * p['accuracy']:.1f}"
                          + (" (" + " / ".join(f"{100 * p['by_match'][m]:.1f}" for m in ("qa", "qq+qa")) + ")"
-                            if "by_match" in p else "")
+                            if {"qa", "qq+qa"} <= set(p.get("by_match", ())) else "")
                          for p in curve)
       curves.append(f"- `{name}`: {points}")
   curves.append("")
-  curves.append("In brackets: the same model answering from the intent names only (Match-QA) / from names and "
+  curves.append("In brackets (runs whose curve recorded every mode): the same model answering from the intent names only (Match-QA) / from names and "
                 "examples as separate rows (Match-QQ+QA).")
   finish_table(lines + times + curves, rows, "qaid")
 

@@ -112,7 +112,8 @@ def test_qaid_with_a_frozen_prefix_keeps_it_bit_identical_and_records_the_dev_cu
   results = main.run(config, tmp_path / "run")
   assert [p["step"] for p in results["dev_curve"]] == [0, 2, 3]  # step 0, every 2 steps, the last
   assert set(results["dev_curve"][0]) == {"step", "accuracy", "by_match", "seconds"}
-  assert all(p["accuracy"] == p["by_match"]["qq+qa"] for p in results["dev_curve"])
+  assert all(p["by_match"] == {"qq+qa": p["accuracy"]} for p in results["dev_curve"])  # only qaid.match's mode
+  assert set(results["accuracy_by_match"]) == {"qa", "qq+qa", "intent_doc"}  # the final evaluation: every mode
   # the toy valid split is the training set: indexed as examples, Match-QQ+QA finds most of them exactly
   assert all(p["accuracy"] >= 8 / 12 for p in results["dev_curve"])
   metrics = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
