@@ -62,7 +62,8 @@ def default_config(method: str, train: user_examples.Examples) -> ml_collections
     return convfit_base.get_config("intent_table", convfit_shots(train))
   if method == "qaid":
     config = qaid_base.get_config("intent_table")  # every shots row has the same hyper-parameters
-    config.eval.dev_split, config.eval.select_best = "", False  # validation= is the scored split, not a dev split
+    config.eval.dev_split, config.eval.select_best, config.eval.patience = "", False, 0  # validation= is the
+    # scored split, not a dev split
     return config
   if method == "multi_convfit":
     return multi_convfit_base.get_config("intent_table", "", "low")

@@ -148,3 +148,36 @@ def test_select_best_evaluates_and_exports_the_best_development_step(tmp_path, t
   config.eval.dev_split = ""
   with pytest.raises(ConfigError, match="select_best: needs config.eval.dev_split"):
     main.run(config, tmp_path / "other")
+  config.eval.dev_split, config.eval.patience = "valid", -1
+  with pytest.raises(ConfigError, match="eval.patience"):
+    main.run(config, tmp_path / "negative")
+
+
+def test_patience_stops_after_that_many_measurements_without_a_better_one_and_a_resumed_run_alike(
+    monkeypatch, tmp_path):
+  config = qaid_banking77.get_config("5")
+  config.eval.dev_every, config.eval.patience = 2, 2  # stop 4 steps after the best
+  scripted = iter([0.5, 0.7, 0.6, 0.7, 0.65])  # steps 0, 2, 4, 6 (a tie is not better); then a resumed run's 8
+
+  class Saved:
+    def save(self, directory, encoder_heads):
+      directory.mkdir(parents=True, exist_ok=True)
+
+  monkeypatch.setattr(qaid.splits, "read_split", lambda config, name: None)
+  monkeypatch.setattr(qaid, "retrieval_model", lambda *args: Saved())
+  monkeypatch.setattr(qaid, "export_heads", lambda *args: {})
+  monkeypatch.setattr(qaid, "accuracy_by_match", lambda model, split, matches: {matches[0]: next(scripted)})
+  writer = type("Writer", (), {"write": lambda self, step, values, prefix: None})()
+  model = type("Model", (), {"config": None, "heads": {}})()
+  state = type("State", (), {"params": {}})()
+  curve = []
+  measure, callback = qaid.dev_curve_callback(config, model, [], [], None, writer, curve, tmp_path)
+  measure(0, {})
+  assert [callback(step, state) for step in (2, 4, 6)] == [False, False, True]
+  assert [p["step"] for p in curve] == [0, 2, 4, 6] and qaid.read_best(tmp_path) == {"step": 2, "accuracy": 0.7}
+  _, resumed = qaid.dev_curve_callback(config, model, [], [], None, writer, [], tmp_path)  # knows step 2 is best
+  assert resumed(8, state)
+  config.eval.patience = 0  # train to the end
+  _, to_the_end = qaid.dev_curve_callback(config, model, [], [], None, writer, [], tmp_path)
+  scripted = iter([0.1])
+  assert not to_the_end(10, state)

@@ -15,10 +15,13 @@ change at every step, so the prefix is run, not cached.
 Development curve: with ``eval.dev_split`` set, the accuracy on that split under ``qaid.match`` is measured
 at step 0 and every ``eval.dev_every`` steps (``results.json`` ``dev_curve``, ``metrics.jsonl`` ``dev/accuracy*``;
 the other inference modes are scored only in the final evaluation, ``accuracy_by_match``: on every point they
-cost more than the selected mode). With ``eval.select_best`` the model of the best-scoring
-step on it (``qaid.match``'s accuracy; the earliest on ties) is the one evaluated and exported: it is saved to
+cost more than the selected mode). With ``eval.select_best`` the model of the best-scoring step on it
+(``qaid.match``'s accuracy; the earliest on ties) is the one evaluated and exported: it is saved to
 ``<workdir>/best`` (with ``best.json``: step, accuracy) when it is measured, so an interrupted run resumes
-knowing it; without it the last step's model is used.
+knowing it; without it the last step's model is used. ``eval.patience`` = P stops training when P measurements
+in a row have not beaten the best (with ``select_best`` only: without it the last step is kept, so training runs
+to the end): the learning-rate schedule is still the full run's, so the kept model is the one the full run would
+keep whenever its best comes before such a stretch.
 
 Augmentation (§2.1, §3.2): two views of every text, each with BERT's 80/10/10 token masking
 (``data.masking``, ``qaid.mask_rate`` = 0.15) and encoder dropout (the model's own 10%).
@@ -112,6 +115,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
       splits.prepared_builder(_dataset_config(config, dataset, config.qaid.pretrain_splits))
     return
   builder = train_run.validate_common(config)
+  config_checks.require_non_negative(config, "eval.patience")
   if config.eval.dev_split:
     splits.require_splits(config, builder, "eval.dev_split", [config.eval.dev_split])
     config_checks.require_positive(config, "eval.dev_every")
@@ -419,8 +423,10 @@ def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, tr
   """``(measure, callback)`` recording the accuracy on ``eval.dev_split`` at step 0 and every
   ``eval.dev_every`` steps into ``curve`` and ``dev/accuracy`` under ``qaid.match`` only (``by_match`` holds that
   one mode; the final evaluation scores every mode): the other modes' late interaction over every example row
-  cost more than the mode itself (CLINC150 5-shot: ~37 s per point for all three); with ``eval.select_best`` a
-  better model is saved to ``<workdir>/best``. ``(None, None)`` without a dev split."""
+  cost more than the mode itself); with ``eval.select_best`` a better model is saved to ``<workdir>/best``, and
+  with ``eval.patience`` = P the callback stops training once P measurements (P x ``eval.dev_every`` steps) have
+  passed without a better one (counted from the best step, so a resumed run stops alike). ``(None, None)``
+  without a dev split."""
   if config.qaid.stage != "finetune" or not config.eval.dev_split:
     return None, None
   dev = splits.read_split(config, config.eval.dev_split)
@@ -443,7 +449,8 @@ def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, tr
 
   def callback(step: int, state) -> bool:
     measure(step, sharding.to_host(state.params))
-    return False
+    patience = config.eval.patience
+    return bool(patience and best["step"] is not None and step - best["step"] >= patience * config.eval.dev_every)
 
   return measure, callback
 
