@@ -124,8 +124,8 @@ def write_table() -> None:
                          for p in curve)
       curves.append(f"- `{name}`: {points}")
   curves.append("")
-  curves.append("In brackets (runs whose curve recorded every mode): the same model answering from the intent names only (Match-QA) / from names and "
-                "examples as separate rows (Match-QQ+QA).")
+  curves.append("In brackets (runs whose curve recorded every mode): the same model answering from the intent "
+                "names only (Match-QA) / from names and examples as separate rows (Match-QQ+QA).")
   finish_table(lines + times + curves, rows, "qaid")
 
 

@@ -422,8 +422,8 @@ def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, tr
                        workdir: pathlib.Path):
   """``(measure, callback)`` recording the accuracy on ``eval.dev_split`` at step 0 and every
   ``eval.dev_every`` steps into ``curve`` and ``dev/accuracy`` under ``qaid.match`` only (``by_match`` holds that
-  one mode; the final evaluation scores every mode): the other modes' late interaction over every example row
-  cost more than the mode itself); with ``eval.select_best`` a better model is saved to ``<workdir>/best``, and
+  one mode; the final evaluation scores every mode: the other modes' late interaction over every example row
+  costs more than the mode itself); with ``eval.select_best`` a better model is saved to ``<workdir>/best``, and
   with ``eval.patience`` = P the callback stops training once P measurements (P x ``eval.dev_every`` steps) have
   passed without a better one (counted from the best step, so a resumed run stops alike). ``(None, None)``
   without a dev split."""
