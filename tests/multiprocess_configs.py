@@ -70,6 +70,6 @@ def retriever(data: str, model: str):
   config.data.raw_dir = data
   config.data.folds = (2,)
   config.retriever.encoder_layers = 0  # the tiny model's 2 layers, embeddings + layer 0 frozen (cached)
-  config.train.epochs, config.train.max_steps, config.retriever.eval_every, config.train.save_every = 5, 3, 2, 2
+  config.train.epochs, config.train.max_steps, config.eval.dev_every, config.train.save_every = 5, 3, 2, 2
   config.compilation_cache_dir = ""
   return config

@@ -18,6 +18,7 @@ from fewshot_nlu.encoders import frozen_prefix, pretrained, transformer
 from fewshot_nlu.methods.qaid import late_interaction, warm_start
 from fewshot_nlu.methods.qaid import train as qaid
 from fewshot_nlu.methods.qaid.model import QAIDModel
+from fewshot_nlu.train import selection
 from tests import tiny
 from tests.test_dse import _toy_data
 from tests.test_qaid import _overrides
@@ -174,7 +175,7 @@ def test_patience_stops_after_that_many_measurements_without_a_better_one_and_a_
   measure, callback = qaid.dev_curve_callback(config, model, [], [], None, writer, curve, tmp_path)
   measure(0, {})
   assert [callback(step, state) for step in (2, 4, 6)] == [False, False, True]
-  assert [p["step"] for p in curve] == [0, 2, 4, 6] and qaid.read_best(tmp_path) == {"step": 2, "accuracy": 0.7}
+  assert [p["step"] for p in curve] == [0, 2, 4, 6] and selection.read_best(tmp_path) == {"step": 2, "accuracy": 0.7}
   _, resumed = qaid.dev_curve_callback(config, model, [], [], None, writer, [], tmp_path)  # knows step 2 is best
   assert resumed(8, state)
   config.eval.patience = 0  # train to the end

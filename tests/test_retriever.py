@@ -357,7 +357,7 @@ def test_snips_protocol_end_to_end(tiny_bert_dir, tmp_path, capsys):
   config.data.raw_dir, config.data.tfds_dir = str(raw), str(tmp_path / "tfds")
   config.data.folds = (2,)
   config.retriever.encoder_layers = 0  # the tiny model has 2 layers (the default cuts MiniLM at 3)
-  config.train.epochs, config.train.max_steps, config.retriever.eval_every, config.train.save_every = 5, 3, 2, 2
+  config.train.epochs, config.train.max_steps, config.eval.dev_every, config.train.save_every = 5, 3, 2, 2
   config.compilation_cache_dir = ""
   config.mesh.data = 2
   results = main_lib.run(config, tmp_path / "run")

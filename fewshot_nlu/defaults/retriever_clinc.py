@@ -25,8 +25,8 @@ def get_config(spec: str = "pretrain") -> ml_collections.ConfigDict:
     raise ValueError(f"{spec!r}: expected <stage>[,<n_c>,<n_i>,<shots>] with stage one of {STAGES}")
   n_c, n_i, shots = (int(n) for n in numbers) if numbers else (10, 10, 5)
   fine_tune = stage.startswith("finetune")
-  # no development domain: no early stopping (eval_every 0)
-  config = retriever_base.get_config("retriever_intents", per_label_batch=shots if fine_tune else 8, eval_every=0,
+  # no development domain: no early stopping (eval.dev_every 0)
+  config = retriever_base.get_config("retriever_intents", per_label_batch=shots if fine_tune else 8, dev_every=0,
                                      train=stage != "frz")
   config.data.builder = "clinc150"
   config.data.train_split = "train"

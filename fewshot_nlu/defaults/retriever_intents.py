@@ -17,7 +17,7 @@ from fewshot_nlu.defaults import retriever_base
 
 
 def get_config() -> ml_collections.ConfigDict:
-  config = retriever_base.get_config("retriever_intents", per_label_batch=5, eval_every=0)
+  config = retriever_base.get_config("retriever_intents", per_label_batch=5, dev_every=0)
   config.data.builder = "intent_table"
   config.data.train_split = "train"
   config.data.eval_split = "test"

@@ -38,7 +38,7 @@ VARIANTS = ("retriever", "frz", "proto", "proto_frz", "paper", "paper_frz")
 def get_config(variant: str = "retriever") -> ml_collections.ConfigDict:
   if variant not in VARIANTS:
     raise ValueError(f"variant {variant!r} unknown; choose one of {VARIANTS} (configs/retriever_snips.py:<variant>)")
-  config = retriever_base.get_config("retriever", per_label_batch=5, eval_every=25)  # B = 5 (5-shot)
+  config = retriever_base.get_config("retriever", per_label_batch=5, dev_every=25)  # B = 5 (5-shot)
   config.data.builder = "snips_fewshot_slots"
   config.data.builder_config = "shot_5"
   config.data.train_split = ""  # per fold: fold{k}_train / fold{k}_valid / fold{k}_test
@@ -71,7 +71,7 @@ def get_config(variant: str = "retriever") -> ml_collections.ConfigDict:
     config.train.save_every = 100
     config.train.frozen_prefix_layers = -1
     r.encoder_layers, r.negative_spans, r.cosine_scale = 0, 0, 0.0
-    r.eval_every = 100
+    config.eval.dev_every = 100
     r.thresholds = (0.85, 0.90, 0.95)
   if "proto" in variant:
     r.reduction, r.inference = "mean", "prototype"

@@ -76,6 +76,7 @@ from fewshot_nlu.methods.qaid.bm25 import BM25
 from fewshot_nlu.methods.qaid.losses import npairs_loss, pairwise_softmax_loss, supcon_loss
 from fewshot_nlu.methods.qaid.model import MATCHES, QAIDModel, intent_name, read_intent_descriptions
 from fewshot_nlu.train import run as train_run
+from fewshot_nlu.train import selection
 from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
       splits.prepared_builder(_dataset_config(config, dataset, config.qaid.pretrain_splits))
     return
   builder = train_run.validate_common(config)
-  config_checks.require_non_negative(config, "eval.patience")
+  selection.validate(config)
   if config.eval.dev_split:
     splits.require_splits(config, builder, "eval.dev_split", [config.eval.dev_split])
     config_checks.require_positive(config, "eval.dev_every")
@@ -409,15 +410,6 @@ def accuracy_by_match(qaid: QAIDModel, split, matches: tuple[str, ...] = MATCHES
   return out
 
 
-BEST = "best"
-
-
-def read_best(workdir: pathlib.Path) -> dict | None:
-  """The development-selected step so far (``eval.select_best``), or None."""
-  path = workdir / BEST / "best.json"
-  return json.loads(path.read_text()) if path.exists() else None
-
-
 def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, train_split, writer, curve: list,
                        workdir: pathlib.Path):
   """``(measure, callback)`` recording the accuracy on ``eval.dev_split`` at step 0 and every
@@ -430,7 +422,7 @@ def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, tr
   if config.qaid.stage != "finetune" or not config.eval.dev_split:
     return None, None
   dev = splits.read_split(config, config.eval.dev_split)
-  best = read_best(workdir) or {"step": None, "accuracy": -1.0}
+  best = selection.read_best(workdir) or {"step": None, "accuracy": -1.0}
 
   def measure(step: int, params: dict) -> None:
     start = time.perf_counter()
@@ -439,8 +431,8 @@ def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, tr
     if config.eval.select_best and by_match[config.qaid.match] > best["accuracy"]:
       best.update(step=step, accuracy=by_match[config.qaid.match])
       if jax.process_index() == 0:
-        qaid.save(workdir / BEST, encoder_heads=export_heads(params, model.config, model.heads))
-        (workdir / BEST / "best.json").write_text(json.dumps(best, indent=1) + "\n")
+        qaid.save(selection.best_dir(workdir), encoder_heads=export_heads(params, model.config, model.heads))
+      selection.write_best(workdir, best)
     curve.append({"step": step, "accuracy": by_match[config.qaid.match], "by_match": by_match,
                   "seconds": round(time.perf_counter() - start, 1)})
     writer.write(step, {"accuracy": by_match[config.qaid.match],
@@ -449,8 +441,7 @@ def dev_curve_callback(config, model: pretrained.Pretrained, labels, answers, tr
 
   def callback(step: int, state) -> bool:
     measure(step, sharding.to_host(state.params))
-    patience = config.eval.patience
-    return bool(patience and best["step"] is not None and step - best["step"] >= patience * config.eval.dev_every)
+    return selection.patience_exhausted(config, step, best["step"])
 
   return measure, callback
 
@@ -512,11 +503,12 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
                                                  "utterances": results["utterances"]}, indent=1) + "\n")
   else:
     qaid = retrieval_model(config, model, params, labels, answers, train_split)
-    if config.eval.select_best and read_best(workdir):
-      selected = read_best(workdir)
+    selected = selection.read_best(workdir) if config.eval.select_best else None
+    if selected:
       results.update(selected_step=selected["step"], selected_dev_accuracy=selected["accuracy"])
-      qaid = QAIDModel.load(workdir / BEST, batch_size=config.eval.batch_size, dtype=DTYPES[config.model.dtype])
-      heads = dict(pretrained.load_pretrained(str(workdir / BEST)).heads)
+      best = selection.best_dir(workdir)
+      qaid = QAIDModel.load(best, batch_size=config.eval.batch_size, dtype=DTYPES[config.model.dtype])
+      heads = dict(pretrained.load_pretrained(str(best)).heads)
     start = time.perf_counter()
     evaluation = knn.evaluate(qaid, eval_split, workdir)
     results.update(evaluation.results)

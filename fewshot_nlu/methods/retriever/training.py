@@ -9,16 +9,16 @@ candidates of every query (``methods.retriever.losses``). Dropout is on (BERT's 
 the paper adapts.
 
 Early stopping (App. A.1: "F1 score on the development domain as the metric for early stopping"): every
-``retriever.eval_every`` steps ``evaluate(encoder params) -> score`` runs; the best-scoring params are exported
-to ``<workdir>/best`` with ``best.json`` (step, score) before training goes on, so an interrupted run resumes
-with its best model known; after ``retriever.patience`` evaluations without improvement (0: never) training
-stops. The best export is what the protocols evaluate.
+``eval.dev_every`` steps ``evaluate(encoder params) -> score`` runs; the best-scoring params are exported to
+``<workdir>/best`` with ``best.json`` (step, score) before training goes on, and after ``eval.patience``
+evaluations without improvement (0: never) training stops (``train.selection``: the rule QAID's development
+curve uses too, so an interrupted run resumes with its best model known and stops where it would have). The best
+export is what the protocols evaluate.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import pathlib
@@ -38,12 +38,10 @@ from fewshot_nlu.methods.retriever.losses import REDUCTIONS, batch_softmax_loss
 from fewshot_nlu.methods.retriever.decoding import enumerate_spans
 from fewshot_nlu.methods.retriever.spans import labelled_spans, pieces_ok
 from fewshot_nlu.train import run as train_run
+from fewshot_nlu.train import selection
 from fewshot_nlu.train.metrics import MetricWriter
 
 log = logging.getLogger(__name__)
-
-BEST = "best"
-
 
 @dataclasses.dataclass
 class SpanItems:
@@ -113,8 +111,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
   r = config.retriever
   config_checks.require_choice(config, "retriever.reduction", REDUCTIONS)
   config_checks.require_positive(config, "retriever.per_label_batch")
-  config_checks.require_non_negative(config, "retriever.eval_every", "retriever.patience", "retriever.cosine_scale",
-                                     "retriever.negative_spans")
+  selection.validate(config)
+  config_checks.require_non_negative(config, "retriever.cosine_scale", "retriever.negative_spans")
   if r.train and not config.train.get("max_steps", 0) and config.train.epochs <= 0:
     raise config_checks.ConfigError("config.train.epochs: must be > 0")
 
@@ -170,11 +168,6 @@ def global_batch_size(num_labels: int, per_label: int, mesh) -> int:
   return math.ceil(num_labels * per_label / parallel) * parallel
 
 
-def read_best(workdir: pathlib.Path) -> dict | None:
-  path = workdir / BEST / "best.json"
-  return json.loads(path.read_text()) if path.exists() else None
-
-
 def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: SpanItems, *, span: bool,
           evaluate: Callable[[dict], tuple[float, dict]] | None) -> tuple[dict, dict]:
   """Trains the encoder on ``items``; returns (the encoder params to use, a record of the training). With
@@ -192,8 +185,7 @@ def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: Sp
                                              dtype=DTYPES[config.model.dtype], batch_size=config.eval.batch_size)
   stream = item_stream(items, cfg, batch, model.tokenizer.pad_id, cache)
   writer = MetricWriter(workdir)
-  best = read_best(workdir) or {"score": -math.inf, "step": None, "details": None}
-  evaluations_since_best = [0]
+  best = selection.read_best(workdir) or {"score": -math.inf, "step": None, "details": None}
 
   def callback(step, state):
     encoder = frozen_prefix.thaw({"encoder": sharding.to_host(state.params["encoder"])}, cache)["encoder"]
@@ -201,23 +193,19 @@ def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: Sp
     writer.write(step, {"dev_score": score}, prefix="eval/")
     if score > best["score"]:
       best.update(score=float(score), step=step, details=details)
-      evaluations_since_best[0] = 0
       if jax.process_index() == 0:
-        pretrained.save_pretrained(workdir / BEST, model.config, encoder, model.tokenizer)
-        (workdir / BEST / "best.json").write_text(json.dumps(best, indent=1) + "\n")
-    else:
-      evaluations_since_best[0] += 1
+        pretrained.save_pretrained(selection.best_dir(workdir), model.config, encoder, model.tokenizer)
+      selection.write_best(workdir, best)
     log.info("step %d: development score %.2f (best %.2f at step %s)", step, score, best["score"], best["step"])
-    patience = config.retriever.patience
-    return bool(patience and evaluations_since_best[0] >= patience)
+    return selection.patience_exhausted(config, step, best["step"])
 
   loss_fn = make_loss_fn(model.config, cfg, num_labels, span)
   trained, steps = train_run.train(cfg, workdir, params, axes, loss_fn, stream, mesh, writer,
                                    callback=callback if evaluate else None,
-                                   callback_every=config.retriever.eval_every)
+                                   callback_every=config.eval.dev_every)
   writer.close()
   record = {"steps": steps, "labels": num_labels, "items": len(items), "global_batch": batch}
-  if evaluate is None:
+  if evaluate is None or best["step"] is None:  # no evaluation ran (eval.dev_every = 0): the final params
     return frozen_prefix.thaw(trained, cache)["encoder"], record
   record.update(best_step=best["step"], best_dev_score=round(best["score"], 2), best_details=best["details"])
-  return pretrained.load_pretrained(str(workdir / BEST)).params, record
+  return pretrained.load_pretrained(str(selection.best_dir(workdir))).params, record
