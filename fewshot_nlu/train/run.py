@@ -12,6 +12,7 @@ import math
 import pathlib
 from typing import Any
 
+import jax
 import ml_collections
 
 from fewshot_nlu import config_checks, sharding, workdirs
@@ -95,7 +96,8 @@ def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any,
           total_steps: int | None = None, callback=None, callback_every: int = 0) -> tuple[Any, int]:
   """Runs the resumable training loop (``config.train.epochs`` of ``stream`` unless ``total_steps`` is
   given, at most ``config.train.max_steps`` when the config has one > 0); returns (trained params on host,
-  total steps). ``callback`` / ``callback_every``: see ``train.loop.train``."""
+  the steps trained: the schedule's length, or where a ``callback`` stopped it early). ``callback`` /
+  ``callback_every``: see ``train.loop.train``."""
   total_steps = total_steps or stream.total_steps(config.train.epochs)
   if config.train.get("max_steps", 0):
     total_steps = min(total_steps, config.train.max_steps)
@@ -109,7 +111,7 @@ def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any,
                        divergence_hint=f"lower config.train.learning_rate (now {config.train.learning_rate:g})")
   finally:
     checkpointer.close()
-  return sharding.to_host(state.params), total_steps
+  return sharding.to_host(state.params), int(jax.device_get(state.step))
 
 
 def finish(config: ml_collections.ConfigDict, workdir: pathlib.Path, results: dict, steps: int,
