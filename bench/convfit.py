@@ -28,6 +28,11 @@ STAGE1_OVERRIDES = ("--config.train.batch_size=64", "--config.train.max_steps=80
 # Paper numbers, ROB+S1+S2-OCL 10-shot (Table 2 / Table 5, epoch 2) and ROB+S1 + MLP (Table 2).
 PAPER = {"banking77": 87.38, "clinc150": 92.89, "hwu64": 85.32}
 
+# The rows here compare variants of the paper's method as it was shipped until 2026-11-25: the paper's 1-NN on
+# padded rows, unless a variant sets these fields itself (today's shipped ConvFiT, packed rows + logistic
+# regression, is measured by bench/peers.py; the decision rules by bench/decision_rules.py).
+PAPER_DEFAULTS = {"--config.classifier.kind": "knn", "--config.train.packing": "False"}
+
 # name -> (datasets, overrides, seeds?) ; "{s1}" is replaced by the Stage 1 export folder
 VARIANTS = {
     "knn": ("LM k-NN (untouched)", ("--config.stage2.enabled=False",), False),
@@ -63,6 +68,8 @@ def run_one(name: str, seed: int, args) -> dict | None:
     s1 = str(pathlib.Path(args.runs_dir) / "stage1-seed0" / "export")
     config_args = [f"--config=configs/convfit_{DATASETS[key]}.py:10", f"--config.seed={seed}",
                    *(o.format(s1=s1) for o in overrides)]
+    config_args += [f"{field}={value}" for field, value in PAPER_DEFAULTS.items()
+                    if not any(a.startswith(field + "=") for a in overrides)]
   row = run_main(name, seed, config_args, workdir, RESULTS / "convfit.jsonl")
   if row:
     result = row["results"]

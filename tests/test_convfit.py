@@ -41,10 +41,11 @@ def test_pad_in_length_groups_sorts_and_pads_each_group_to_its_bucket():
 
 # --------------------------------------------------------------------------------------- fast pair loss
 
-def _stage2_setup(tiny_bert_dir, loss="ocl"):
+def _stage2_setup(tiny_bert_dir, loss="ocl", packing=False):
   model = pretrained.load_pretrained(str(tiny_bert_dir))
   config = convfit_base.get_config("intent_folder")
   config.stage2.loss = loss
+  config.train.packing = packing  # False: length groups (the reference below embeds them one by one)
   config.train.batch_size = 8
   config.stage2.examples_per_class = 2
   config.model.max_length = 32
@@ -72,9 +73,9 @@ def test_fast_loss_is_the_pair_loss_over_all_in_batch_pairs(tiny_bert_dir):
   assert sorted(np.bincount(batch["label"])) == [2, 2, 2, 2]
 
 
-@pytest.mark.parametrize("loss", ["ocl", "cos", "smax"])
-def test_fast_loss_sharded_equals_single_device(tiny_bert_dir, loss):
-  model, config, params, axes, split = _stage2_setup(tiny_bert_dir, loss)
+@pytest.mark.parametrize("loss,packing", [("ocl", False), ("cos", False), ("smax", False), ("ocl", True)])
+def test_fast_loss_sharded_equals_single_device(tiny_bert_dir, loss, packing):
+  model, config, params, axes, split = _stage2_setup(tiny_bert_dir, loss, packing)
   loss_fn = specialisation.make_loss_fn(model.config, config)
   tiny.assert_sharded_loss_equals_single_device(
       params, axes, loss_fn,
@@ -162,6 +163,29 @@ def test_intent_model_predicts_explains_grows_and_round_trips(tiny_bert_dir, tmp
   assert len(loaded.index) == 7
 
 
+def test_a_linear_head_learns_added_intents_and_the_grown_export_keeps_it(tiny_bert_dir, tmp_path):
+  encoder = SentenceEncoder.from_pretrained(str(tiny_bert_dir), max_length=32)
+  texts, labels = tiny.CORPUS[:6], ["bank", "weather", "food", "music", "bank", "bank"]
+  head = mlp_head.MLPConfig(hidden=(), dropout=0.0, optimizer="adamw", learning_rate=1e-1, epochs=100,
+                            decay="constant")
+  model = IntentModel.from_examples(encoder, texts, labels, classifier="mlp", head=head)
+  assert [len(layer["bias"]) for layer in model.mlp] == [4]  # trained on the indexed examples
+  assert [p.label for p in model.predict(texts)] == labels
+  model.save(tmp_path / "export")
+  grown = IntentModel.load(tmp_path / "export")
+  assert grown.head == head
+  grown.add_examples(tiny.CORPUS[6:8], ["alarm", "alarm"])  # a new intent: the head is retrained with it
+  assert grown.labels[-1] == "alarm" and [len(layer["bias"]) for layer in grown.mlp] == [5]
+  assert [p.label for p in grown.predict(tiny.CORPUS[6:8])] == ["alarm", "alarm"]
+  grown.save_rows(tmp_path / "export")
+  again = IntentModel.load(tmp_path / "export")
+  assert again.labels == grown.labels
+  np.testing.assert_array_equal(again.scores(tiny.CORPUS), grown.scores(tiny.CORPUS))
+  older = IntentModel(encoder, model.index, model.labels, classifier="mlp", mlp=model.mlp)  # saved without head
+  with pytest.raises(ValueError, match=r"new labels \['chat'\]"):
+    older.add_examples([tiny.CORPUS[9]], ["chat"])
+
+
 # --------------------------------------------------------------------------------------- end to end
 
 def _stage2_config(data_dir, model_dir, **overrides):
@@ -193,11 +217,13 @@ def toy_intents(tmp_path):
 
 
 @pytest.mark.parametrize("overrides,variant", [
-    ({}, "LM+S2-OCL (knn)"),
-    ({"stage2__loss": "smax", "stage2__sampling": "paper", "stage2__negatives": 1}, "LM+S2-SMAX (knn)"),
+    ({}, "LM+S2-OCL (linear)"),  # the shipped default: packed rows, logistic regression
+    ({"classifier__kind": "knn", "train__packing": False}, "LM+S2-OCL (knn)"),
+    ({"stage2__loss": "smax", "stage2__sampling": "paper", "stage2__negatives": 1, "classifier__kind": "knn"},
+     "LM+S2-SMAX (knn)"),
     pytest.param({"stage2__loss": "cos", "classifier__kind": "mlp", "model__init": "random"}, "RAND+S2-COS (mlp)",
                  marks=pytest.mark.slow),
-    ({"stage2__enabled": False, "eval__extra_pool_splits": ("test",)}, "LM (knn)"),
+    ({"stage2__enabled": False, "eval__extra_pool_splits": ("test",), "classifier__kind": "knn"}, "LM (knn)"),
 ])
 def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, variant):
   config = _stage2_config(toy_intents, tiny_bert_dir, **overrides)
@@ -211,7 +237,11 @@ def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, vari
     assert [r[2:4] for r in rows] == [["music", "1.0000"], ["chat", "1.0000"]] and results["accuracy"] == 0
   export = tmp_path / "run" / "export"
   loaded = IntentModel.load(export)
-  assert loaded.classifier == config.classifier.kind
+  assert loaded.classifier == convfit.CLASSIFIERS[config.classifier.kind]  # logistic regression: a softmax head
+  if config.classifier.kind == "linear":
+    assert [len(layer["kernel"]) for layer in loaded.mlp] == [512]  # one layer, on the projected vectors
+    nearest = [r[4].split(" | ")[0].rpartition(" [")[2].rpartition(" ")[0] == r[1] for r in rows]  # 1st evidence
+    assert results["nearest_neighbour_accuracy"] == sum(nearest) / len(nearest)
   assert [p.label for p in loaded.predict([r[0] for r in rows])] == [r[2] for r in rows]  # the export agrees
   if config.stage2.enabled:
     assert results["steps"] > 0 and (export / "projection.safetensors").exists()
@@ -245,7 +275,7 @@ def test_stage2_config_errors_name_the_field(tmp_path, tiny_bert_dir, toy_intent
 
 
 def test_predict_cli_prints_neighbours_and_adds_examples(tmp_path, tiny_bert_dir, toy_intents, capsys):
-  config = _stage2_config(toy_intents, tiny_bert_dir, stage2__enabled=False)
+  config = _stage2_config(toy_intents, tiny_bert_dir, stage2__enabled=False, classifier__kind="knn")
   main.run(config, tmp_path / "run")
   export = str(tmp_path / "run" / "export")
   assert predict.main(["--model", export, tiny.CORPUS[3]]) == 0

@@ -178,3 +178,27 @@ def test_default_job_trains_with_packed_batches(tmp_path, tiny_bert_dir):
   config.train.packing = True
   results = main.run(config, tmp_path / "run")
   assert results["steps"] == 2 and results["num_eval"] == 2
+
+
+@pytest.mark.parametrize("loss", ["ocl", "cos"])
+def test_convfit_stage2_loss_on_packed_batches_equals_the_padded_one(dropout_free_bert, loss):
+  """ConvFiT's all-pairs loss (the shipped default packs rows) gives the same loss and gradients on packed rows
+  as on length-grouped padded ones: same sampled batch, dropout off."""
+  from configs import convfit_base
+  from fewshot_nlu import sharding
+  from fewshot_nlu.methods.convfit import stage2
+  from fewshot_nlu.train import specialisation
+  model = dropout_free_bert
+  split = IntentSplit(tiny.CORPUS, [f"l{i % 4}" for i in range(12)], "toy")
+  values = []
+  for packing in (False, True):
+    config = convfit_base.get_config("intent_folder")
+    config.stage2.loss, config.train.packing = loss, packing
+    config.train.batch_size, config.stage2.examples_per_class, config.model.max_length = 8, 2, 32
+    params, _ = specialisation.stage2_params(model.params, model.config, config)
+    batch = next(stage2.fast_stream(split, {f"l{i}": i for i in range(4)}, model.tokenizer, config, 8,
+                                    sharding.make_mesh({"data": 1})))
+    loss_fn = specialisation.make_loss_fn(model.config, config)
+    values.append(jax.value_and_grad(lambda p: loss_fn(p, batch, jax.random.key(0))[0])(params))
+  np.testing.assert_allclose(values[1][0], values[0][0], rtol=1e-5, atol=1e-6)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5), values[1][1], values[0][1])

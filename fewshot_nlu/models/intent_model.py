@@ -4,8 +4,10 @@ decision rule.
   * ``knn`` (ConvFiT §2.2 "Similarity-Based Inference"): the k nearest labelled examples by cosine
     (``fewshot_nlu.index``); with k = 1 the prediction is I_c(argmax_{t in Pool} cos(t, u)); with k > 1 each
     label scores the sum of its neighbours' cosines among the k. The neighbours are the explanation.
-  * ``mlp`` (``heads.mlp``): a classifier on the encodings; the nearest examples are still returned as
-    evidence.
+  * ``mlp`` (``heads.mlp``): a softmax classifier on the encodings (logistic regression when it has no hidden
+    layer); the nearest examples are still returned as evidence. With its training settings (``head``, saved
+    in the metadata) ``add_examples`` retrains it on every indexed example, so new intents become predictable
+    here too (seconds for logistic regression on a few thousand examples).
 
 Neighbours are found by cosine (the default) or, with ``metric="dot"``, by the dot product of unnormalised
 vectors (the Retriever's utterance retrieval, Yu et al. 2021 §5.2).
@@ -13,8 +15,9 @@ vectors (the Retriever's utterance retrieval, Yu et al. 2021 §5.2).
 The pool can grow after training (``add_examples``; ConvFiT Figure 6, inference-time augmentation) without
 touching the encoder. ``save``/``load`` write one folder: the encoder in Hugging Face layout (with the
 down-projection if any, and sentence-transformers' module files: ``SentenceEncoder.save``), ``index/``
-(``index.<n>/`` once ``save_rows`` has written grown rows; the metadata names it), ``mlp.safetensors`` if any,
-``intent_model.json`` (kind ``intent_model``) and a model card (``README.md``). A ``models.protocol.Model``.
+(``index.<n>/`` once ``save_rows`` has written grown rows, with the retrained ``mlp.safetensors`` inside it; the
+metadata names it), ``mlp.safetensors`` if any, ``intent_model.json`` (kind ``intent_model``) and a model card
+(``README.md``). A ``models.protocol.Model``.
 
 Out-of-scope rejection (``predict(texts, reject=True)``, ``models.rejection``): an utterance whose score is below
 the threshold is answered ``out_of_scope``. ``calibrate_rejection`` sets the threshold to the 10th percentile
@@ -30,6 +33,7 @@ untouched encoder the k-NN calibration is exactly out-of-fold (with one example 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import pathlib
 import shutil
 from typing import Sequence
@@ -52,21 +56,23 @@ CLASSIFIERS = ("knn", "mlp")
 
 class IntentModel:
   """Prediction scores: k-NN, the label's summed cosine over the k neighbours (k = 1: the cosine, in [-1, 1];
-  in [-k, k] in general); MLP, the label's softmax probability, in [0, 1]. ``rejection``: the calibrated
-  out-of-scope threshold (``models.rejection.Rejection``), or None."""
+  in [-k, k] in general); MLP, the label's softmax probability, in [0, 1]. ``head``: the MLP's training settings
+  (``add_examples`` retrains it with them), or None. ``rejection``: the calibrated out-of-scope threshold
+  (``models.rejection.Rejection``), or None."""
 
   kind = "intent_model"
 
   def __init__(self, encoder: SentenceEncoder, index: Index, labels: Sequence[str], *, classifier: str = "knn",
-               k: int = 1, mlp: list[dict] | None = None, rejection: rejection.Rejection | None = None):
+               k: int = 1, mlp: list[dict] | None = None, head: mlp_head.MLPConfig | None = None,
+               rejection: rejection.Rejection | None = None):
     if classifier not in CLASSIFIERS:
       raise ValueError(f"classifier {classifier!r} unknown; choose one of {CLASSIFIERS}")
-    if classifier == "mlp" and mlp is None:
-      raise ValueError("classifier 'mlp' needs the trained MLP layers")
+    if classifier == "mlp" and mlp is None and head is None:
+      raise ValueError("classifier 'mlp' needs the trained MLP layers or the settings to train them (head=)")
     if k < 1:
       raise ValueError(f"k must be >= 1, got {k}")
     self.encoder, self.index, self.labels = encoder, index, list(labels)
-    self.classifier, self.k, self.mlp = classifier, k, mlp
+    self.classifier, self.k, self.mlp, self.head = classifier, k, mlp, head
     self.rejection = rejection
 
   @classmethod
@@ -74,21 +80,44 @@ class IntentModel:
                     label_names: Sequence[str] | None = None, show_progress: bool = False,
                     metric: str = "cosine", **kwargs) -> "IntentModel":
     """Indexes the labelled examples; ``label_names`` (the classifier's label order, e.g. the MLP's
-    outputs) defaults to the sorted labels; ``metric``: how neighbours are found ("cosine" | "dot")."""
+    outputs) defaults to the sorted labels; ``metric``: how neighbours are found ("cosine" | "dot"). An MLP
+    model given ``head`` settings but no ``mlp`` layers is trained here on the indexed examples."""
     index = Index(encoder.dim, metric=metric)
     model = cls(encoder, index, label_names or sorted(set(labels)), **kwargs)
-    model.add_examples(texts, labels, show_progress=show_progress)
+    model._index_examples(texts, labels, show_progress)
+    if model.classifier == "knn":
+      model.labels.extend(sorted(set(labels) - set(model.labels)))
+    elif model.mlp is None:  # trained here, on the indexed examples
+      model.mlp = model.fit_head()
     return model
 
   def add_examples(self, texts: Sequence[str], labels: Sequence[str], *, show_progress: bool = False) -> None:
-    """Indexes more labelled examples (new labels become predictable under k-NN; the MLP's label set is
-    fixed at training)."""
+    """Indexes more labelled examples; new labels become predictable (k-NN: at once; MLP: it is retrained on
+    every indexed example with its saved ``head`` settings). An MLP saved without them (exports before
+    2026-11-25) keeps its label set: a new label is then an error."""
+    new = sorted(set(labels) - set(self.labels))
+    if self.classifier == "mlp" and self.head is None and new:
+      raise ValueError(f"new labels {new}: this model's MLP was saved without its training settings, so it cannot "
+                       "be retrained to predict them (retrain the model, or use a k-NN one)")
+    self._index_examples(texts, labels, show_progress)
+    self.labels.extend(new)
+    if self.classifier == "mlp" and self.head is not None:
+      self.mlp = self.fit_head()
+
+  def _index_examples(self, texts: Sequence[str], labels: Sequence[str], show_progress: bool) -> None:
     if len(texts) != len(labels):
       raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
     self.index.add(self.encoder.encode(texts, show_progress=show_progress),
                    [{"text": t, "label": l} for t, l in zip(texts, labels)])
-    if self.classifier == "knn":
-      self.labels.extend(sorted(set(labels) - set(self.labels)))
+
+  def fit_head(self, config: mlp_head.MLPConfig | None = None) -> list[dict]:
+    """The MLP (``config``, default ``head``) trained on every indexed example, outputs in ``labels`` order."""
+    config = config or self.head
+    if config is None:
+      raise ValueError("no MLP settings to train with")
+    column = {l: c for c, l in enumerate(self.labels)}
+    targets = np.eye(len(self.labels), dtype=np.float32)[[column[p["label"]] for p in self.index.payloads]]
+    return mlp_head.train(self.index.vectors, targets, config)
 
   def __len__(self) -> int:
     """Indexed labelled examples."""
@@ -108,6 +137,8 @@ class IntentModel:
     new = f"{INDEX_FOLDER}.{generation + 1}"
     with workdirs.atomic_folder(directory / new) as folder:
       self.index.save(folder)
+      if self.mlp is not None:  # the MLP retrained on the grown rows switches with them
+        mlp_head.save(folder, self.mlp)
     self._write_meta(directory, new)  # the switch
     shutil.rmtree(directory / current, ignore_errors=True)
 
@@ -151,6 +182,7 @@ class IntentModel:
       scores = rejection.knn_leave_one_out(vectors, labels, self.k)
       rule = f"leave-one-out {self.k}-NN vote of each indexed example"
     else:
+      mlp_config = mlp_config or self.head
       if mlp_config is None:
         raise ValueError("calibrating an MLP model's threshold retrains the MLP out of fold: pass mlp_config= "
                          "(the MLPConfig it was trained with)")
@@ -201,6 +233,7 @@ class IntentModel:
     meta = {"kind": self.kind, "classifier": self.classifier, "k": self.k, "labels": self.labels,
             "pooling": self.encoder.pooling_mode, "normalize": self.encoder.normalize,
             "max_length": self.encoder.max_length, "index": index_folder,
+            "head": dataclasses.asdict(self.head) if self.head else None,
             "rejection": self.rejection.to_dict() if self.rejection else None}
     protocol.write_meta(directory, META_FILE, meta)
 
@@ -211,13 +244,17 @@ class IntentModel:
     encoder_kwargs.setdefault("normalize", meta.get("normalize", True))
     encoder = SentenceEncoder.from_pretrained(str(directory), pooling_mode=meta["pooling"],
                                               max_length=meta["max_length"], **encoder_kwargs)
-    index = Index.load(directory / _index_folder(directory, meta))
+    folder = _index_folder(directory, meta)
+    index = Index.load(directory / folder)
     if index.dim != encoder.dim:
       raise ValueError(f"{directory}: index vectors are {index.dim}-d but the encoder gives {encoder.dim}-d")
     labels = meta["labels"]
     if meta["classifier"] == "knn":  # older exports did not record labels added to the index after training
       labels = labels + sorted({p["label"] for p in index.payloads} - set(labels))
-    return cls(encoder, index, labels, classifier=meta["classifier"], k=meta["k"], mlp=mlp_head.load(directory),
+    head = meta.get("head")  # None in older exports
+    head = mlp_head.MLPConfig(**{**head, "hidden": tuple(head["hidden"])}) if head else None
+    mlp = mlp_head.load(directory / folder) or mlp_head.load(directory)  # retrained with grown rows, or trained
+    return cls(encoder, index, labels, classifier=meta["classifier"], k=meta["k"], mlp=mlp, head=head,
                rejection=rejection.Rejection.from_dict(meta.get("rejection")))  # None in older exports
 
 
