@@ -50,6 +50,9 @@ VARIANTS = {
     "oclfp3": ("LM+S2-OCL (fast, packed, frozen prefix: embeddings + 3 layers)",
                ("--config.train.frozen_prefix_layers=3", "--config.train.packing=True",
                 "--config.eval.before_training=False"), True),
+    "linfp2": ("LM+S2-OCL (fast, packed, frozen prefix 2, logistic regression)",
+               ("--config.train.frozen_prefix_layers=2", "--config.train.packing=True",
+                "--config.classifier.kind=linear", "--config.eval.before_training=False"), True),
     "paper1": ("LM+S2-OCL (paper pairs, 1 epoch)", ("--config.stage2.sampling=paper", "--config.train.epochs=1",
                                                     "--config.eval.before_training=False"), True),
 }

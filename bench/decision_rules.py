@@ -100,16 +100,24 @@ def write_table(rows: list[dict]) -> None:
       for part in ("valid", "test"):
         row.append(mean_std([r["rules"][name][part] for r in group]) + f" ({len(group)})")
     lines.append("| " + " | ".join(row) + " |")
-  lines += ["", "## Exports scored", ""] + [f"- `{r['workdir']}` (seed {r['seed']})" for r in rows]
+  lines += ["", "## Exports scored", "", "Command: `python bench/decision_rules.py --write WORKDIR ...` with:", ""]
+  lines += [f"- `{r['workdir']}` (seed {r['seed']})" for r in rows]
+  notes = RESULTS / "decision_rules_notes.md"
+  if notes.exists():
+    lines += ["", notes.read_text().strip()]
   (RESULTS / "decision_rules.md").write_text("\n".join(lines) + "\n")
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("workdirs", nargs="+", type=pathlib.Path)
+  parser.add_argument("workdirs", nargs="*", type=pathlib.Path)
   parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
   parser.add_argument("--write", action="store_true", help="append rows to bench/results/decision_rules.jsonl")
+  parser.add_argument("--table", action="store_true", help="only rewrite bench/results/decision_rules.md")
   args = parser.parse_args()
+  if args.table:
+    write_table([json.loads(l) for l in ROWS.read_text().splitlines()])
+    return
   rows = [json.loads(l) for l in ROWS.read_text().splitlines()] if args.write and ROWS.exists() else []
   for workdir in args.workdirs:
     row = score_export(workdir.resolve(), args.data_dir)
