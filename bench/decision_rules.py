@@ -4,9 +4,9 @@ For each ConvFiT export given (a workdir of ``python -m fewshot_nlu.main --confi
 its encoder encodes the run's few-shot pool, the dataset's ``valid`` split and its ``test`` split, and these rules
 are scored on both:
 
-  * ``1-NN``: the shipped rule (ConvFiT §2.2), the nearest pool example by cosine;
+  * ``1-NN``: the paper's rule (ConvFiT §2.2), the nearest pool example by cosine;
   * ``k-NN (k)``: each label scores its summed cosine among the k nearest (``models.intent_model.vote``);
-  * ``prototype``: the nearest class mean (unit-length means of unit-length vectors);
+  * ``prototype``: the nearest class mean (``evaluation.prototypes``: unit-length means of unit-length vectors);
   * ``logistic regression``: a linear softmax layer (``heads.mlp`` with no hidden layer, AdamW lr 1e-2,
     200 epochs, batch 32, as bench/encoder_baselines.py fits on the untouched encoder) for each weight decay in
     ``WEIGHT_DECAYS``: one row per decay, so a rule for every dataset can be chosen on ``valid`` alone.
@@ -28,12 +28,10 @@ import time
 
 import numpy as np
 
-from runner import REPO, RESULTS, machine, mean_std
+from encoder_baselines import logistic_regression, split
+from runner import REPO, RESULTS, load_rows, machine, mean_std
 
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from encoder_baselines import logistic_regression, split  # noqa: E402
 
 ROWS = RESULTS / "decision_rules.jsonl"
 KS = (3, 5)
@@ -50,13 +48,10 @@ def knn_scores(queries: np.ndarray, pool: np.ndarray, y: np.ndarray, classes: in
   return np.where(scores == 0, -np.inf, scores)
 
 
-def prototypes(pool: np.ndarray, y: np.ndarray, classes: int) -> np.ndarray:
-  means = np.stack([pool[y == c].mean(0) for c in range(classes)])
-  return means / np.linalg.norm(means, axis=1, keepdims=True)
-
-
 def score_export(workdir: pathlib.Path, data_dir: str) -> dict:
+  from fewshot_nlu.evaluation import prototypes
   from fewshot_nlu.heads import mlp
+  from fewshot_nlu.index import normalize
   from fewshot_nlu.models.intent_model import IntentModel
   config = json.loads((workdir / "config.json").read_text())
   dataset, shots = config["data"]["builder"], config["data"]["train_split"].rpartition("_")[2]
@@ -66,7 +61,7 @@ def score_export(workdir: pathlib.Path, data_dir: str) -> dict:
   index = {l: i for i, l in enumerate(labels)}
   start = time.perf_counter()
   x, xd, xt = (model.encoder.encode(list(s.texts)) for s in (pool, dev, test))
-  x, xd, xt = (v / np.linalg.norm(v, axis=1, keepdims=True) for v in (x, xd, xt))
+  x, xd, xt = (normalize(v) for v in (x, xd, xt))
   y = np.array([index[l] for l in pool.labels])
   yd, yt = (np.array([index.get(l, -1) for l in s.labels]) for s in (dev, test))
   accuracy = lambda scores, gold: float((scores.argmax(1) == gold).mean())  # noqa: E731
@@ -74,7 +69,8 @@ def score_export(workdir: pathlib.Path, data_dir: str) -> dict:
   for k in (1, *KS):
     name = "1-NN" if k == 1 else f"k-NN ({k})"
     rules[name] = [accuracy(knn_scores(q, x, y, len(labels), k), g) for q, g in ((xd, yd), (xt, yt))]
-  means = prototypes(x, y, len(labels))
+  names, means = prototypes.prototypes(x, pool.labels)
+  assert names == labels  # the same sorted order as y's indices
   rules["prototype"] = [accuracy(q @ means.T, g) for q, g in ((xd, yd), (xt, yt))]
   for decay in WEIGHT_DECAYS:
     layers = logistic_regression(x, y, len(labels), decay)
@@ -116,9 +112,9 @@ def main():
   parser.add_argument("--table", action="store_true", help="only rewrite bench/results/decision_rules.md")
   args = parser.parse_args()
   if args.table:
-    write_table([json.loads(l) for l in ROWS.read_text().splitlines()])
+    write_table(load_rows(ROWS))
     return
-  rows = [json.loads(l) for l in ROWS.read_text().splitlines()] if args.write and ROWS.exists() else []
+  rows = load_rows(ROWS) if args.write else []
   for workdir in args.workdirs:
     row = score_export(workdir.resolve(), args.data_dir)
     print(row["dataset"], row["shots"], row["seed"],

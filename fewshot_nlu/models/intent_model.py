@@ -110,14 +110,13 @@ class IntentModel:
     self.index.add(self.encoder.encode(texts, show_progress=show_progress),
                    [{"text": t, "label": l} for t, l in zip(texts, labels)])
 
-  def fit_head(self, config: mlp_head.MLPConfig | None = None) -> list[dict]:
-    """The MLP (``config``, default ``head``) trained on every indexed example, outputs in ``labels`` order."""
-    config = config or self.head
-    if config is None:
-      raise ValueError("no MLP settings to train with")
+  def fit_head(self) -> list[dict]:
+    """The MLP trained with ``head`` on every indexed example, outputs in ``labels`` order."""
+    if self.head is None:
+      raise ValueError("no MLP settings (head) to train with")
     column = {l: c for c, l in enumerate(self.labels)}
     targets = np.eye(len(self.labels), dtype=np.float32)[[column[p["label"]] for p in self.index.payloads]]
-    return mlp_head.train(self.index.vectors, targets, config)
+    return mlp_head.train(self.index.vectors, targets, self.head)
 
   def __len__(self) -> int:
     """Indexed labelled examples."""

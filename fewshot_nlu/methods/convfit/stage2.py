@@ -143,15 +143,15 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   start = time.perf_counter()
   pool = _pool(config, train_split)
   labels = list(train_split.label_names)
-  head = CLASSIFIERS[config.classifier.kind]
-  mlp = _train_mlp(labels, encoder, train_split, config) if head == "mlp" else None
+  classifier = CLASSIFIERS[config.classifier.kind]
+  mlp = _train_mlp(labels, encoder, train_split, config) if classifier == "mlp" else None
   intent_model = IntentModel.from_examples(encoder, pool.texts, pool.labels, show_progress=True, label_names=labels,
-                                           k=config.classifier.k, classifier=head, mlp=mlp,
+                                           k=config.classifier.k, classifier=classifier, mlp=mlp,
                                            head=_mlp_config(config))  # kept: added examples retrain the head
   timings["classifier_seconds"] = time.perf_counter() - start
   evaluation = knn.evaluate(intent_model, eval_split, workdir, "predictions")
   results.update(evaluation.results)
-  if head != "knn":  # the nearest example is every prediction's first evidence: 1-NN on the same encoder
+  if classifier != "knn":  # the nearest example is every prediction's first evidence: 1-NN on the same encoder
     results["nearest_neighbour_accuracy"] = float(np.mean(
         [p.neighbours[0].label == gold for p, gold in zip(evaluation.predictions, eval_split.labels)]))
   start = time.perf_counter()  # k-NN: leave-one-out over the index (no encoding); MLP: 5 MLPs retrained
