@@ -21,6 +21,16 @@ Variants (each ``python -m fewshot_nlu.main`` in its own process, one at a time;
     2026-11-25) on the same split; today's shipped ConvFiT (packed rows, logistic regression) is in
     bench/results/peers.md.
 
+Ablations (the paper's Table 3, each the ``qaid`` run with one change; rows in their own table beside the
+paper's row of the same name; QAID without pre-training is the ``qaid`` row itself, which never pre-trains):
+
+  * ``npairs``: N-pairs loss with in-batch negatives (one positive per query, its intent name);
+  * ``triplet``: ColBERT's triplet loss with BM25-hard negatives (the paper's "ColBERT", without pre-training);
+  * ``cosine``: the pooled vectors' cosine instead of the token-level late interaction (Eq. 1);
+  * ``noaug``: no data augmentation (no masking / dropout views).
+
+  python bench/qaid.py --only npairs-hwu64-5,triplet-hwu64-5,cosine-hwu64-5,noaug-hwu64-5 --seeds 0
+
 No pre-training row here: QAID's pre-training stage is a separate measurement (see the notes).
 """
 
@@ -51,6 +61,25 @@ VARIANTS = {
                                                    "--config.eval.before_training=False",
                                                    "--config.classifier.kind=knn", "--config.train.packing=False")),
 }
+# Table 3's ablations: each the shipped QAID run with one change, and the paper's row it corresponds to.
+ABLATIONS = {
+    "npairs": ("QAID - N-pairs loss", ("{qaid}", "--config.qaid.loss=npairs"), "QAID - N-pairs loss"),
+    "triplet": ("ColBERT (triplet loss, BM25-hard negatives)", ("{qaid}", "--config.qaid.loss=triplet"), "ColBERT"),
+    "cosine": ("QAID - cosine similarity", ("{qaid}", "--config.qaid.similarity=cosine"),
+               "QAID - cosine similarity"),
+    "noaug": ("QAID w/o data augmentation", ("{qaid}", "--config.qaid.augment=False"),
+              "QAID w/o data augmentation"),
+}
+# Paper Table 3 (RoBERTa-base), columns CLINC150 5 / 10, BANKING77 5 / 10, HWU64 5 / 10.
+PAPER_TABLE3 = {
+    "ColBERT": (82.03, 88.10, 72.71, 79.25, 74.98, 81.78),
+    "QAID - N-pairs loss": (92.38, 93.70, 84.47, 87.25, 84.19, 87.13),
+    "QAID w/o PT": (90.52, 93.26, 81.61, 86.20, 80.45, 86.48),
+    "QAID w/o data augmentation": (93.21, 94.64, 84.34, 88.46, 84.37, 88.46),
+    "QAID - cosine similarity": (92.73, 93.71, 84.11, 87.24, 84.04, 87.70),
+}
+TABLE3_COLUMNS = (("clinc150", "5"), ("clinc150", "10"), ("banking77", "5"), ("banking77", "10"), ("hwu64", "5"),
+                  ("hwu64", "10"))
 # Paper Table 2, QAID with RoBERTa-base (mean of 5 seeds).
 PAPER = {("clinc150", "5"): 93.41, ("clinc150", "10"): 94.64, ("banking77", "5"): 85.25,
          ("banking77", "10"): 88.83, ("hwu64", "5"): 85.52, ("hwu64", "10"): 87.98}
@@ -58,7 +87,7 @@ PLAN = tuple(f"{v}-{d}-{s}" for s in SHOTS for d in DATASETS for v in ("qaid", "
 
 
 def config_args(variant: str, dataset: str, shots: str, seed: int) -> list[str]:
-  _, overrides = VARIANTS[variant]
+  overrides = VARIANTS[variant][1] if variant in VARIANTS else ABLATIONS[variant][1]
   qaid = f"--config=configs/qaid_{dataset}.py:{shots}"
   args = [o.format(qaid=qaid, dataset=dataset, shots=shots) for o in overrides]
   return [args[0], f"--config.seed={seed}", *args[1:]]
@@ -119,7 +148,7 @@ def write_table() -> None:
         spent.append("–" if not rs else f"{sorted(_fit_seconds(r) for r in rs)[len(rs) // 2]:.0f}{star} / "
                                         f"{rs[0]['results'].get('steps', '–')}")
       times.append(f"| {dataset} | {shots} | " + " | ".join(spent) + " |")
-  curves = ["", "## Development curves (valid accuracy vs step, seed 0)", ""]
+  curves = ablation_table(by_name) + ["", "## Development curves (valid accuracy vs step, seed 0)", ""]
   for name, rs in by_name.items():
     curve = rs[0]["results"].get("dev_curve")
     if curve:
@@ -132,6 +161,39 @@ def write_table() -> None:
   curves.append("In brackets (runs whose curve recorded every mode): the same model answering from the intent "
                 "names only (Match-QA) / from names and examples as separate rows (Match-QQ+QA).")
   finish_table(lines + times + curves, rows, "qaid")
+
+
+def ablation_table(by_name: dict[str, list[dict]]) -> list[str]:
+  """Table 3's rows on the cells where an ablation ran: ours (mean ± std (n), and the change against the shipped
+  QAID of the same seeds) beside the paper's row of the same name (and its change against the paper's QAID)."""
+  cells = [c for c in TABLE3_COLUMNS if any(f"{a}-{c[0]}-{c[1]}" in by_name for a in ABLATIONS)]
+  if not cells:
+    return []
+  lines = ["", "## Ablations (the paper's Table 3; each row is the shipped QAID with one change)", "",
+           "Ours: accuracy (%), mean ± std (n), and in brackets the change against the shipped QAID on the same "
+           "seeds. Paper: RoBERTa-base, its change against its QAID row. Our shipped QAID never pre-trains, so it "
+           "is the paper's \"QAID w/o PT\".", "",
+           "| row | " + " | ".join(f"{d} {s} (ours) | {d} {s} (paper)" for d, s in cells) + " |",
+           "|---|" + "---:|---:|" * len(cells)]
+  shipped = {c: {r["seed"]: r["results"]["accuracy"] for r in by_name.get(f"qaid-{c[0]}-{c[1]}", [])} for c in cells}
+  paper_qaid = {c: PAPER[c] for c in cells}
+  row = ["QAID (ours: shipped, no pre-training) / paper: QAID w/o PT"]
+  for c in cells:
+    values = list(shipped[c].values())
+    row += [f"{mean_std(values)} ({len(values)})" if values else "–",
+            f"{PAPER_TABLE3['QAID w/o PT'][TABLE3_COLUMNS.index(c)]:.2f}"]
+  lines.append("| " + " | ".join(row) + " |")
+  for name, (label, _, paper_row) in ABLATIONS.items():
+    row = [label]
+    for c in cells:
+      rs = by_name.get(f"{name}-{c[0]}-{c[1]}", [])
+      deltas = [r["results"]["accuracy"] - shipped[c][r["seed"]] for r in rs if r["seed"] in shipped[c]]
+      delta = f" ({100 * sum(deltas) / len(deltas):+.2f})" if deltas else ""
+      row.append(f"{mean_std([r['results']['accuracy'] for r in rs])} ({len(rs)}){delta}" if rs else "–")
+      paper = PAPER_TABLE3[paper_row][TABLE3_COLUMNS.index(c)]
+      row.append(f"{paper:.2f} ({paper - paper_qaid[c]:+.2f})")
+    lines.append("| " + " | ".join(row) + " |")
+  return lines
 
 
 def main() -> None:

@@ -57,7 +57,7 @@ def convfit_shots(train: user_examples.Examples) -> str:
 
 def default_config(method: str, train: user_examples.Examples) -> ml_collections.ConfigDict:
   """The shipped default config of ``method`` (a ``fit`` name) for these training examples."""
-  from fewshot_nlu.defaults import convfit_base, default, multi_convfit_base, qaid_base, retriever_intents
+  from fewshot_nlu.defaults import convfit_base, intent_mneg, multi_convfit_base, qaid_base, retriever_intents
   if method == "convfit":
     return convfit_base.get_config("intent_table", convfit_shots(train))
   if method == "qaid":
@@ -69,7 +69,7 @@ def default_config(method: str, train: user_examples.Examples) -> ml_collections
     return multi_convfit_base.get_config("intent_table", "", "low")
   if method == "retriever_intents":
     return retriever_intents.get_config()
-  return default.get_config()
+  return intent_mneg.get_config()
 
 
 def flatten_overrides(overrides: dict, prefix: str = "") -> Iterator[tuple[str, Any]]:

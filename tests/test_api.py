@@ -268,7 +268,7 @@ def test_overrides_as_sections_or_dotted_names_are_the_same():
 @pytest.mark.parametrize("method,module,arg,per_intent", [
     ("convfit", "convfit_banking77", "10", 10), ("convfit", "convfit_banking77", "30", 30),
     ("convfit", "convfit_banking77", "full", 100), ("qaid", "qaid_banking77", "5", 5),
-    ("multi_convfit", "multi_convfit_mixatis", "low", 5), ("baseline", "default", None, 10),
+    ("multi_convfit", "multi_convfit_mixatis", "low", 5), ("baseline", "intent_mneg", None, 10),
 ])
 def test_fit_starts_from_the_configs_defaults(method, module, arg, per_intent):
   import importlib

@@ -20,7 +20,7 @@ CONFIGS = pathlib.Path(__file__).resolve().parents[1] / "configs"
 VARIANTS = {
     "convfit_banking77": ["10", "30", "full"], "convfit_clinc150": ["10", "30", "full"],
     "convfit_hwu64": ["10", "30", "full"], "convfit_stage1": [None], "convfit_stage1_reddit": [None],
-    "default": [None], "dse_eval": [None], "dse_pretrain": ["consecutive", "dropout", "multi_turn", "combined"],
+    "default": [None], "intent_mneg": [None], "dse_eval": [None], "dse_pretrain": ["consecutive", "dropout", "multi_turn", "combined"],
     "multi_convfit_mixatis": ["low", "high", "low,adapter", "high,none"],
     "multi_convfit_nlupp_banking": ["low", "high,adapter", "low,none"],
     "multi_convfit_nlupp_hotels": ["low", "high,adapter", "low,none"],

@@ -1,7 +1,7 @@
 """Frozen-prefix caching and packed rows: the cached prefix + the top layers equal the whole encoder; the cache
 computes each distinct sequence once and pads like token ids; packed rows (ids or cached states) pool to the
 unpacked vectors and give the MNEG losses' values and gradients; ConvFiT with a frozen prefix leaves it
-bit-identical and trains the rest; the default job runs packed."""
+bit-identical and trains the rest; the baseline runs packed; the default job is ConvFiT with a frozen prefix."""
 
 import json
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from configs import convfit_stage1 as stage1_config_module
-from configs import default as default_config
+from configs import intent_mneg as baseline_config
 from fewshot_nlu import main
 from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.data import batching
@@ -20,6 +20,7 @@ from fewshot_nlu.encoders import frozen_prefix, packing, pooling, pretrained, tr
 from fewshot_nlu.methods import baseline
 from fewshot_nlu.methods.convfit import stage1
 from tests import tiny
+from tests.test_api import _flat
 from tests.test_convfit import _stage2_config, toy_intents  # noqa: F401  (fixture)
 from tests.test_main import _toy_config, _toy_dataset
 
@@ -149,7 +150,7 @@ def test_mneg_losses_on_packed_batches_equal_the_padded_ones(dropout_free_bert):
   batches as on padded ones (dropout off, so both layouts see the same network)."""
   model = dropout_free_bert
   split = IntentSplit(tiny.CORPUS, [f"l{i % 4}" for i in range(12)], "toy")
-  config = default_config.get_config()
+  config = baseline_config.get_config()
   labels = {f"l{i}": i for i in range(4)}
   stage1_config = stage1_config_module.get_config()
   stage1_config.loss.exclude_positive = False
@@ -170,7 +171,7 @@ def test_mneg_losses_on_packed_batches_equal_the_padded_ones(dropout_free_bert):
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5), values[1][1], values[0][1])
 
 
-def test_default_job_trains_with_packed_batches(tmp_path, tiny_bert_dir):
+def test_baseline_trains_with_packed_batches(tmp_path, tiny_bert_dir):
   corpus = tiny.CORPUS
   data = _toy_dataset(tmp_path / "data", {"bank": corpus[:3], "music": corpus[3:6], "misc": corpus[6:11]},
                       {"bank": corpus[4:5], "music": corpus[11:12]})
@@ -178,6 +179,24 @@ def test_default_job_trains_with_packed_batches(tmp_path, tiny_bert_dir):
   config.train.packing = True
   results = main.run(config, tmp_path / "run")
   assert results["steps"] == 2 and results["num_eval"] == 2
+
+
+def test_the_default_job_is_shipped_convfit_with_a_frozen_prefix_of_two_layers():
+  """configs/default.py (the README's first command) is ConvFiT's BANKING77 10-shot config with the embeddings and
+  2 layers frozen, nothing else changed (what its docstring and the README's timing claim)."""
+  from configs import convfit_banking77, default
+  ours, shipped = _flat(default.get_config().to_dict()), _flat(convfit_banking77.get_config("10").to_dict())
+  assert {k for k in ours.keys() | shipped.keys() if ours.get(k) != shipped.get(k)} == {"train.frozen_prefix_layers"}
+  assert ours["train.frozen_prefix_layers"] == 2 and ours["method"] == "convfit"
+
+
+def test_a_frozen_prefix_as_deep_as_the_encoder_is_a_config_error(tmp_path, tiny_bert_dir, toy_intents):  # noqa: F811
+  """The default job's 2 frozen layers on a 2-layer encoder (``--config.model.name=...``): one line naming the
+  field and the encoder's depth, before any training."""
+  config = _stage2_config(toy_intents, tiny_bert_dir, train__frozen_prefix_layers=tiny.LAYERS)
+  with pytest.raises(ConfigError, match=r"config.train.frozen_prefix_layers: a frozen prefix of 2 layers must leave"):
+    main.run(config, tmp_path / "w")
+  assert not (tmp_path / "w" / "checkpoints").exists()
 
 
 @pytest.mark.parametrize("loss", ["ocl", "cos"])

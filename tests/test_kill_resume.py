@@ -31,7 +31,7 @@ def _command(data, model, workdir):
             "data.train_split": "train", "data.eval_split": "test", "model.name": model,
             "train.batch_size": 8, "train.epochs": 6, "train.save_every": 2, "train.log_every": 1,
             "compilation_cache_dir": "", "eval.before_training": False}
-  return [sys.executable, "-m", "fewshot_nlu.main", "--config=configs/default.py", f"--workdir={workdir}",
+  return [sys.executable, "-m", "fewshot_nlu.main", "--config=configs/intent_mneg.py", f"--workdir={workdir}",
           *(f"--config.{k}={v}" for k, v in fields.items())]
 
 

@@ -15,14 +15,14 @@ from fewshot_nlu.encoders import pretrained
 from tests import report_checks, tiny
 from tests.conftest import SHARED_DATA
 
-from configs import default as default_config
+from configs import intent_mneg as baseline_config
 
 REPO = pathlib.Path(__file__).parents[1]
 
 
 def _cli(*args, workdir):
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  return subprocess.run([sys.executable, "-m", "fewshot_nlu.main", "--config=configs/default.py",
+  return subprocess.run([sys.executable, "-m", "fewshot_nlu.main", "--config=configs/intent_mneg.py",
                          f"--workdir={workdir}", *args], cwd=REPO, env=env, capture_output=True, text=True,
                         timeout=300)
 
@@ -54,7 +54,7 @@ def _toy_dataset(root: pathlib.Path, train: dict[str, list[str]], test: dict[str
 
 
 def _toy_config(data_dir, model):
-  config = default_config.get_config()
+  config = baseline_config.get_config()
   config.data.builder = "intent_folder"
   config.data.raw_dir = str(data_dir / "TOY")
   config.data.tfds_dir = str(data_dir / "tfds")

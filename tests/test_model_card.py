@@ -8,7 +8,7 @@ from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.models.intent_model import IntentModel
 from tests import tiny
 
-from configs import default as default_config
+from configs import intent_mneg as baseline_config
 
 
 def _saved_intent_model(tiny_bert_dir, directory):
@@ -33,7 +33,7 @@ def test_run_card_has_method_data_results_and_command(tiny_bert_dir, tmp_path):
   results = {"accuracy": 0.8125, "steps": 4, "method": "convfit", "timings": {"train_seconds": 1.5},
              "dev_curve": [{"step": 1}]}
   (tmp_path / "run" / "results.json").write_text(json.dumps(results))
-  config = default_config.get_config()
+  config = baseline_config.get_config()
   config.method, config.model.name = "convfit", "minilm-l6"
   config.data.builder, config.data.train_split, config.data.eval_split = "banking77", "train_10", "test"
   command = "python -m fewshot_nlu.main --config=configs/convfit_banking77.py:10 --workdir=runs/x"
@@ -53,7 +53,7 @@ def test_encoder_export_without_module_files_says_why_not(tiny_bert_dir, tmp_pat
   fold.mkdir(parents=True)
   (fold / "slot_filler.json").write_text(json.dumps({"kind": "slot_filler"}))
   (tmp_path / "run" / "fold0" / "results.json").write_text(json.dumps({"f1": 61.3}))
-  config = default_config.get_config()
+  config = baseline_config.get_config()
   config.method = "retriever"
   model_card.write_run_cards(tmp_path / "run", config=config, results={"average_f1": 60.0})
   card = (fold / "README.md").read_text()

@@ -20,7 +20,7 @@ import pytest
 
 from configs import convfit_banking77 as convfit_config
 from configs import convfit_stage1 as stage1_config
-from configs import default as default_config
+from configs import intent_mneg as baseline_config
 from configs import dse_pretrain as dse_config
 from fewshot_nlu import config_checks, errors, main, predict, sharding, workdirs
 from fewshot_nlu.config_checks import ConfigError
@@ -124,7 +124,7 @@ def test_mlp_head_weight_decay_must_not_be_negative():
 
 def _cli(*args, workdir, timeout=300):
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  return subprocess.run([sys.executable, "-m", "fewshot_nlu.main", "--config=configs/default.py",
+  return subprocess.run([sys.executable, "-m", "fewshot_nlu.main", "--config=configs/intent_mneg.py",
                          f"--workdir={workdir}", *args], cwd=REPO, env=env, capture_output=True, text=True,
                         timeout=timeout)
 
@@ -141,7 +141,7 @@ def test_cli_nan_learning_rate_exits_2_naming_the_field(tmp_path):
 
 def _loop(workdir, model, loss_fn=None, grads_fn=None, *, total_steps=4, save_every=3, log_every=3):
   """``loop.train`` of a tiny BERT on a few toy batches with the given loss / gradients."""
-  config = default_config.get_config()
+  config = baseline_config.get_config()
   mesh = sharding.make_mesh({"data": 2}, jax.devices()[:2])
   split = intent_mneg.IntentSplit(tiny.CORPUS[:10], [f"l{i % 4}" for i in range(10)], None)
   make_batch = intent_mneg.make_batcher(split, {f"l{i}": i for i in range(4)}, model.tokenizer, 32, seed=0)
@@ -445,7 +445,7 @@ def _corrupt(step_dir: pathlib.Path, how: str) -> None:
 
 
 def _mneg(model):
-  return intent_mneg.make_loss_fn(model.config, default_config.get_config())
+  return intent_mneg.make_loss_fn(model.config, baseline_config.get_config())
 
 
 @pytest.mark.parametrize("how", ["truncated state", pytest.param("empty data", marks=pytest.mark.slow)])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from configs import default as default_config
+from configs import intent_mneg as baseline_config
 from fewshot_nlu import sharding
 from fewshot_nlu.encoders import pretrained, transformer
 from fewshot_nlu.methods import baseline as intent_mneg
@@ -47,7 +47,7 @@ def test_param_rules():
 
 def _tiny_training(directory, mesh_shape):
   model = pretrained.load_pretrained(str(directory))
-  config = default_config.get_config()
+  config = baseline_config.get_config()
   config.train.batch_size = 16
   mesh = sharding.make_mesh(mesh_shape, jax.devices()[: int(np.prod(list(mesh_shape.values())))])
   loss_fn = intent_mneg.make_loss_fn(model.config, config)

@@ -17,7 +17,7 @@ from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from tests import tiny
 
-from configs import default as default_config
+from configs import intent_mneg as baseline_config
 
 TEXTS = ["i want to transfer money to my savings account", "hi", "play some jazz music please"]
 
@@ -90,14 +90,14 @@ def test_unsupported_modules_are_refused_naming_the_file(tiny_bert_dir, tmp_path
   with pytest.raises(st_modules.SentenceModulesError, match=r"1_Pooling/config\.json: pooling \['weightedmean'\]"):
     SentenceEncoder.from_pretrained(str(directory))
   assert SentenceEncoder.from_pretrained(str(directory), pooling_mode="cls").pooling_mode == "cls"
-  config = default_config.get_config()
+  config = baseline_config.get_config()
   config.model.name, config.model.pooling = str(directory), "auto"
   with pytest.raises(ConfigError, match="config.model.pooling: 'auto', but .*weightedmean"):
     main.resolve_pooling(config)
 
 
 def test_auto_pooling_resolves_to_the_declared_one(tiny_bert_dir, tmp_path):
-  config = default_config.get_config()
+  config = baseline_config.get_config()
   config.model.name, config.model.pooling = str(tiny_bert_dir), "auto"
   main.resolve_pooling(config)
   assert config.model.pooling == "mean"  # a plain checkpoint declares nothing

@@ -7,7 +7,7 @@ import numpy as np
 import optax
 import pytest
 
-from configs import default as default_config
+from configs import intent_mneg as baseline_config
 from fewshot_nlu import sharding
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import pretrained, transformer
@@ -107,7 +107,7 @@ class _Interrupting(EpochStream):
 
 
 def _train(workdir, model, total_steps=6, save_every=3, at=None, error=None, log_every=1):
-  config = default_config.get_config()
+  config = baseline_config.get_config()
   config.train.learning_rate = 1e-3
   mesh = sharding.make_mesh({"data": 2}, jax.devices()[:2])
   split = intent_mneg.IntentSplit(tiny.CORPUS[:10], [f"l{i % 4}" for i in range(10)], None)
@@ -167,7 +167,7 @@ def test_hard_crash_resumes_from_last_periodic_checkpoint(uninterrupted, tmp_pat
 def test_train_returns_the_steps_trained_when_a_callback_stops_early(tiny_bert_dir, tmp_path):
   from fewshot_nlu.train import run as train_run
   model = pretrained.load_pretrained(str(tiny_bert_dir))
-  config = default_config.get_config()
+  config = baseline_config.get_config()
   mesh = sharding.make_mesh({"data": 2}, jax.devices()[:2])
   split = intent_mneg.IntentSplit(tiny.CORPUS[:10], [f"l{i % 4}" for i in range(10)], None)
   stream = EpochStream(10, 4, intent_mneg.make_batcher(split, {f"l{i}": i for i in range(4)}, model.tokenizer, 32,

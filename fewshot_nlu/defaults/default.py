@@ -1,29 +1,27 @@
-"""Default job: in-batch ranking fine-tuning of the shipped MiniLM on BANKING77 10-shot, 1-NN evaluation.
+"""Default job: ConvFiT on BANKING77 10-shot, the fast setting (about 2 minutes on 2 CPU cores).
 
 Run (from the repository root, data in ../shared/data or $FEWSHOT_NLU_DATA):
   python -m fewshot_nlu.main --config=configs/default.py --workdir=runs/default
 Overrides, e.g.:
-  --config.data.builder=hwu64 --config.train.epochs=3 --config.mesh.data=8
+  --config.data.builder=hwu64 --config.train.frozen_prefix_layers=-1 --config.mesh.data=8
 Your own data (one subfolder per split, each with seq.in + label):
   --config.data.builder=intent_folder --config.data.raw_dir=path/to/folder
+
+ConvFiT's shipped BANKING77 10-shot config (``configs/convfit_banking77.py``; hyper-parameters and their
+deviations from the paper in ``fewshot_nlu/defaults/convfit_base.py``) with one change for a first run's
+wall-clock: ``train.frozen_prefix_layers = 2`` freezes the embeddings and the lower 2 of MiniLM's 6 layers and
+computes their output once per utterance. Measured (bench/results/convfit.md, 3 seeds each, alone on this
+2-core CPU): 86.57 +- 0.15 test accuracy in 1.6 min fit, against 86.67 +- 0.15 in 2.5 min for full fine-tuning
+(``--config.train.frozen_prefix_layers=-1``, or ``configs/convfit_banking77.py``). The in-batch ranking baseline
+that was the default job before is ``configs/intent_mneg.py``.
 """
 
 import ml_collections
 
-from fewshot_nlu.defaults import common
+from fewshot_nlu.defaults import convfit_base
 
 
 def get_config() -> ml_collections.ConfigDict:
-  config = common.add_training(common.base("intent_mneg"))
-  config.model.max_length = 48  # ConvFiT §3 (Stage 2)
-  config.data.builder = "banking77"
-  config.data.train_split = "train_10"
-  config.data.eval_split = "test"
-  config.train.packing = False  # pack utterances several to a row (block-diagonal attention)
-
-  config.loss = ml_collections.ConfigDict()
-  config.loss.scale = 20.0  # D in S(c, r) = D * cos(c, r); sentence-transformers' default
-  config.loss.exclude_positive = True  # Eq. (1) as printed; False = sentence-transformers' MNRL
-
-  config.eval.before_training = True  # also report the untouched encoder's 1-NN accuracy
+  config = convfit_base.get_config("banking77", "10")
+  config.train.frozen_prefix_layers = 2  # embeddings + 2 layers frozen, their outputs computed once
   return config

@@ -18,7 +18,7 @@ import ml_collections
 from fewshot_nlu import config_checks, sharding, workdirs
 from fewshot_nlu.data import builders, splits
 from fewshot_nlu.data.stream import EpochStream
-from fewshot_nlu.encoders import pooling
+from fewshot_nlu.encoders import frozen_prefix, pooling
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.train import loop, optimizer
 from fewshot_nlu.train.checkpoint import Checkpointer
@@ -51,6 +51,18 @@ def validate_frozen_prefix(config: ml_collections.ConfigDict) -> None:
   layers = config.train.frozen_prefix_layers
   if layers < -1:
     raise config_checks.ConfigError(f"config.train.frozen_prefix_layers: {layers} must be -1 (off) or >= 0")
+
+
+def check_frozen_prefix_depth(config: ml_collections.ConfigDict, encoder_config) -> None:
+  """Once the encoder is loaded: ``train.frozen_prefix_layers`` leaves at least its top layer to train (the
+  default job freezes 2 layers, which a 2-layer ``--config.model.name`` cannot take)."""
+  layers = config.train.frozen_prefix_layers
+  if layers >= 0:
+    try:
+      frozen_prefix.validate_layers(encoder_config, layers)
+    except ValueError as error:
+      raise config_checks.ConfigError(f"config.train.frozen_prefix_layers: {error}; set it lower, or -1 to train "
+                                      "every layer") from None
 
 
 def validate_packing(config: ml_collections.ConfigDict) -> None:

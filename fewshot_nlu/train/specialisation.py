@@ -239,6 +239,7 @@ def load_encoder(config) -> pretrained.Pretrained:
   if config.model.max_length > model.config.max_length:
     raise config_checks.ConfigError(f"config.model.max_length: {config.model.max_length} exceeds the model's "
                                     f"{model.config.max_length} positions")
+  train_run.check_frozen_prefix_depth(config, model.config)
   if config.model.init == "random":
     model.params = jax.device_get(transformer.init_params(model.config, jax.random.key(config.seed)))
     model.heads = {}

@@ -452,6 +452,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     if config_checks.get(config, field) > model.config.max_length:
       raise config_checks.ConfigError(f"config.{field}: {config_checks.get(config, field)} exceeds the model's "
                                       f"{model.config.max_length} positions")
+  train_run.check_frozen_prefix_depth(config, model.config)
   mesh, batch_size = train_run.mesh_and_batch(config)
   writer = MetricWriter(workdir)
   tok = model.tokenizer

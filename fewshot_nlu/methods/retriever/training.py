@@ -173,6 +173,7 @@ def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: Sp
   """Trains the encoder on ``items``; returns (the encoder params to use, a record of the training). With
   ``evaluate(params) -> (score, details)`` those are the best-scoring params (exported in ``<workdir>/best``),
   and the record's ``best_details`` are that evaluation's details; else the final params."""
+  train_run.check_frozen_prefix_depth(config, model.config)
   mesh = sharding.make_mesh(dict(config.mesh))
   num_labels = len(items.label_names)
   batch = global_batch_size(num_labels, config.retriever.per_label_batch, mesh)
