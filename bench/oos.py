@@ -10,8 +10,12 @@ exported (``fewshot_nlu.models.rejection``: the 10th percentile of the training 
 Per row: in-scope accuracy (right intent and not rejected), OOS recall / precision / F1 of rejection, the overall
 accuracy with "out of scope" as a 151st answer, and the in-scope accuracy without rejection. Beside the calibrated
 threshold: ``--threshold T`` if given, and the DSE suite's rule (mean - std of the evaluation queries' own
-scores: transductive, it looks at the test set, so it is a reference, not a deployable threshold). One JSON row
-per model (with its command) is appended to ``bench/results/oos.jsonl``; the table is ``bench/results/oos.md``.
+scores: transductive, it looks at the test set, so it is a reference, not a deployable threshold). For an
+intent model whose decision is not 1-NN (logistic regression / MLP, k > 1), the same two rules are also applied to
+another score every prediction carries: the cosine of its nearest training example (``nearest cosine``; calibrated
+as a 1-NN model would be, on the leave-one-out nearest cosines of the indexed examples), a measurement of whether
+rejection should read that score instead of the classifier's. One JSON row per model (with its command) is
+appended to ``bench/results/oos.jsonl``; the table is ``bench/results/oos.md``.
 """
 
 from __future__ import annotations
@@ -61,10 +65,27 @@ def evaluate(model, texts: list[str], labels: list[str], oos_texts: list[str], t
   if threshold is not None:
     thresholds["given"] = threshold
   thresholds["DSE mean-std (test scores)"] = prototypes.oos_thresholds(scores)["mean-std"]
+  by_threshold = {rule: detection_metrics(predicted, scores, gold, t) for rule, t in thresholds.items()}
+  if getattr(model, "classifier", "knn") != "knn" or getattr(model, "k", 1) != 1:
+    by_threshold.update(nearest_cosine_rules(model, predictions, predicted, gold))
   return {"num_in_scope": len(texts), "num_oos": len(oos_texts),
           "in_scope_accuracy_without_rejection": float(np.mean(np.array(predicted[: len(texts)]) == np.array(labels))),
           "rejection": model.rejection.to_dict() if model.rejection else None,
-          "by_threshold": {rule: detection_metrics(predicted, scores, gold, t) for rule, t in thresholds.items()}}
+          "by_threshold": by_threshold}
+
+
+def nearest_cosine_rules(model, predictions, predicted: list[str], gold: list[str]) -> dict:
+  """The model's own decisions, rejected by the cosine of each query's nearest indexed example: threshold the
+  10th percentile of the indexed examples' leave-one-out nearest cosines (what a 1-NN model calibrates), and
+  the DSE rule on the test queries' nearest cosines."""
+  from fewshot_nlu.evaluation import prototypes
+  from fewshot_nlu.evaluation.out_of_scope import detection_metrics
+  from fewshot_nlu.models import rejection
+  nearest = np.array([p.neighbours[0].score for p in predictions])
+  loo = rejection.knn_leave_one_out(model.index.vectors, [row["label"] for row in model.index.payloads], 1)
+  thresholds = {"nearest cosine: calibrated": rejection.calibrate(loo, rule="leave-one-out 1-NN").threshold,
+                "nearest cosine: DSE mean-std (test scores)": prototypes.oos_thresholds(nearest)["mean-std"]}
+  return {rule: detection_metrics(predicted, nearest, gold, t) for rule, t in thresholds.items()}
 
 
 def write_table(rows_file: pathlib.Path = ROWS, table: pathlib.Path = TABLE) -> None:

@@ -190,3 +190,21 @@ def test_oos_bench_on_a_clinc_shaped_folder(encoder, tmp_path):
   text = table.read_text()
   assert "| run | intent_model (knn, k=1) | calibrated (" in text and "DSE mean-std (test scores)" in text
   assert f"`run`: `python bench/oos.py --model {export}" in text
+  assert not any(rule.startswith("nearest cosine") for rule in results["by_threshold"])  # 1-NN: the same score
+
+
+def test_oos_bench_rejects_a_linear_model_by_its_nearest_cosine_too(encoder, tmp_path):
+  """A logistic-regression export's decisions, rejected by the nearest example's cosine at the threshold a
+  1-NN model would calibrate (the leave-one-out nearest cosines of the indexed examples)."""
+  model = IntentModel.from_examples(encoder, TEXTS, LABELS, classifier="mlp",
+                                    head=mlp_head.MLPConfig(hidden=(), dropout=0.0, epochs=5))
+  queries, gold = TEXTS[:4] + tiny.CORPUS[8:10], LABELS[:4] + [OUT_OF_SCOPE] * 2
+  predictions = model.predict(queries, neighbours=1)
+  rules = oos_bench.nearest_cosine_rules(model, predictions, [p.label for p in predictions], gold)
+  loo = rejection.knn_leave_one_out(encoder.encode(TEXTS), LABELS, 1)
+  m = rules["nearest cosine: calibrated"]
+  assert m["threshold"] == pytest.approx(float(np.quantile(loo, 0.1)), abs=1e-6)
+  rejected = np.array([p.neighbours[0].score < m["threshold"] for p in predictions])
+  assert m["oos_recall"] == pytest.approx(rejected[4:].mean())
+  assert m["in_accuracy"] == pytest.approx(np.mean([not r and p.label == g for p, r, g in
+                                                    zip(predictions[:4], rejected[:4], gold)]))
