@@ -40,7 +40,7 @@ METHODS = {"convfit": "convfit", "qaid": "qaid", "multi_convfit": "multi_convfit
 MULTI_LABEL_METHODS = ("multi_convfit",)
 # set by fit from the examples it is given; an override of one is refused
 DATA_FIELDS = ("data.builder", "data.builder_config", "data.raw_dir", "data.dir", "data.tfds_dir",
-               "data.train_split", "data.eval_split")
+               "data.train_split", "data.eval_split", "eval.calibration_split")
 
 
 def cache_dir() -> pathlib.Path:

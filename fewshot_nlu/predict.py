@@ -12,11 +12,13 @@ showing the evidence behind each prediction:
   python -m fewshot_nlu.predict --model DIR --input queries.txt --output predictions.jsonl
   python -m fewshot_nlu.predict --model DIR --add more_examples.tsv --save "I lost my card"
 
-``--reject`` (single-label intent models: ``intent_model``, ``qaid``) answers ``out_of_scope`` where the score is
-below the threshold calibrated when the model was exported (``models.rejection``: the 10th percentile of the
-training examples' out-of-fold scores), or below ``--threshold T``. Scores are each model's own: k-NN, the summed
-cosine of the voting neighbours (k = 1: the cosine, in [-1, 1]); MLP, the softmax probability in [0, 1]; QAID,
-Eq. (1)'s late-interaction Score in [-1, 1]. An export made before thresholds were calibrated needs --threshold.
+``--reject`` (single-label intent models: ``intent_model``, ``qaid``) answers ``out_of_scope`` where the rejection
+score is below the threshold calibrated when the model was exported (``models.rejection``: the 10th percentile of
+held-out in-scope utterances' scores, or of the training examples' leave-one-out scores), or below
+``--threshold T``. Rejection scores: k-NN, the summed cosine of the voting neighbours (k = 1: the cosine, in
+[-1, 1]); MLP / logistic regression, the cosine of the nearest example (the intent and its shown score stay the
+head's; exports calibrated before 2026-11-25 threshold its probability); QAID, Eq. (1)'s late-interaction Score in
+[-1, 1]. An export made before thresholds were calibrated needs --threshold.
 
   python -m fewshot_nlu.predict --model DIR --reject "what is the meaning of life"
   python -m fewshot_nlu.predict --model DIR --reject --threshold 0.6 --input queries.txt

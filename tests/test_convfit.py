@@ -217,7 +217,8 @@ def toy_intents(tmp_path):
 
 
 @pytest.mark.parametrize("overrides,variant", [
-    ({}, "LM+S2-OCL (linear)"),  # the shipped default: packed rows, logistic regression
+    # the shipped default: packed rows, logistic regression, rejection calibrated on a held-out split
+    ({"eval__calibration_split": "test"}, "LM+S2-OCL (linear)"),
     ({"classifier__kind": "knn", "train__packing": False}, "LM+S2-OCL (knn)"),
     ({"stage2__loss": "smax", "stage2__sampling": "paper", "stage2__negatives": 1, "classifier__kind": "knn"},
      "LM+S2-SMAX (knn)"),
@@ -263,12 +264,18 @@ def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, vari
   report = report_checks.assert_report_matches_predictions(tmp_path / "run")
   assert ("specialised encoder" in report) == config.stage2.enabled and "took" in report.splitlines()[-1]
   assert loaded.rejection.to_dict() == results["rejection"]  # calibrated at export, saved with it
+  assert loaded.rejection.score == ("prediction" if config.classifier.kind == "knn" else "nearest")
+  if config.eval.calibration_split:  # on the split's utterances, not the pool
+    assert loaded.rejection.rule.endswith("of 2 intent_folder/test in-scope utterances") and loaded.rejection.rows == 2
+  else:
+    assert loaded.rejection.rule.startswith("leave-one-out")
 
 
 def test_stage2_config_errors_name_the_field(tmp_path, tiny_bert_dir, toy_intents):
   for overrides, message in [({"stage2__loss": "triplet"}, "config.stage2.loss: 'triplet' is not one of"),
                              ({"stage2__examples_per_class": 3}, "config.stage2.examples_per_class: 3 does not divide"),
                              ({"eval__extra_pool_splits": ("dev",)}, "config.eval.extra_pool_splits: 'dev'"),
+                             ({"eval__calibration_split": "dev"}, "config.eval.calibration_split: 'dev'"),
                              ({"classifier__k": 0}, "config.classifier.k: must be a positive number")]:
     with pytest.raises(ConfigError, match=message):
       main.run(_stage2_config(toy_intents, tiny_bert_dir, **overrides), tmp_path / "w")

@@ -80,7 +80,7 @@ def test_intent_model_rejects_saves_its_threshold_and_the_cli_uses_it(encoder, t
   assert "out_of_scope below score 1.0100 (given)" in captured.err
   assert captured.out.splitlines()[1] == "  -> out_of_scope  (1.000; best intent: music)"
   assert predict.main(["--model", str(export), "--reject", "--output", str(tmp_path / "p.jsonl"), TEXTS[3]]) == 0
-  assert "the 50th percentile of 8 out-of-fold training scores (leave-one-out 1-NN" in capsys.readouterr().err
+  assert "the 50th percentile of 8 scores (leave-one-out 1-NN" in capsys.readouterr().err
   assert json.loads((tmp_path / "p.jsonl").read_text())["label"] == "music"  # its own copy: cosine 1
 
   meta = json.loads((export / "intent_model.json").read_text())  # an export from before calibration
@@ -94,30 +94,53 @@ def test_intent_model_rejects_saves_its_threshold_and_the_cli_uses_it(encoder, t
   assert "no calibrated out-of-scope threshold" in capsys.readouterr().err
 
 
-def test_mlp_calibration_retrains_out_of_fold(encoder, monkeypatch):
+def _mlp_model(encoder):
   labels = sorted(set(LABELS))
-  vectors = encoder.encode(TEXTS)
   rng = np.random.default_rng(0)
-  mlp = [{"kernel": rng.normal(size=(vectors.shape[1], len(labels))).astype(np.float32),
+  mlp = [{"kernel": rng.normal(size=(encoder.dim, len(labels))).astype(np.float32),
           "bias": np.zeros(len(labels), np.float32)}]
-  model = IntentModel.from_examples(encoder, TEXTS, LABELS, classifier="mlp", mlp=mlp)
-  with pytest.raises(ValueError, match="pass mlp_config="):
-    model.calibrate_rejection()
-  trained_on = []
+  return IntentModel.from_examples(encoder, TEXTS, LABELS, classifier="mlp", mlp=mlp)
 
-  def fake_train(x, y, config):  # a deterministic one-layer "fit" that records what it was trained on
-    trained_on.append({row.tobytes() for row in np.asarray(x)})
-    return [{"kernel": np.asarray(x.T @ y, np.float32), "bias": np.zeros(y.shape[1], np.float32)}]
 
-  monkeypatch.setattr(mlp_head, "train", fake_train)
-  cal = model.calibrate_rejection(0.3, mlp_config=mlp_head.MLPConfig(), folds=4, seed=1)
-  rows = [row.tobytes() for row in model.index.vectors]
-  assert len(trained_on) == 4 and all(sum(r in seen for seen in trained_on) == 3 for r in rows)  # out of 1 fold each
-  targets = np.eye(len(labels), dtype=np.float32)[[labels.index(l) for l in LABELS]]
-  expected = rejection.out_of_fold(model.index.vectors, targets, 4, 1, lambda x, y, held: mlp_head.predict_proba(
-      fake_train(x, y, None), held)).max(axis=1)
-  assert cal.threshold == pytest.approx(float(np.quantile(expected, 0.3)), abs=1e-5)
-  assert "4-fold" in cal.rule and cal.rows == 8 and 0.0 <= cal.threshold <= 1.0
+def test_an_mlp_model_decides_by_its_head_and_rejects_by_the_nearest_cosine(encoder, tmp_path):
+  model = _mlp_model(encoder)
+  cal = model.calibrate_rejection(0.5)  # leave-one-out: each example's nearest OTHER example's cosine
+  loo = rejection.knn_leave_one_out(encoder.encode(TEXTS), LABELS, 1)
+  assert cal.score == "nearest" and cal.threshold == pytest.approx(float(np.quantile(loo, 0.5)), abs=1e-6)
+  queries = tiny.CORPUS[8:] + TEXTS[:2]
+  plain = model.predict(queries, neighbours=0)
+  full = model.predict(queries)
+  assert all(p.neighbours == () for p in plain) and [p.label for p in plain] == [p.label for p in full]
+  rejected = model.predict(queries, reject=True, neighbours=0)  # the nearest example is read even when not shown
+  for f, r in zip(full, rejected):
+    if f.neighbours[0].score < cal.threshold:
+      assert r.label == OUT_OF_SCOPE and r.best_label == f.label and r.score == f.score  # the head's probability
+    else:
+      assert r.label == f.label
+  assert {p.label for p in model.predict(queries, reject=True)} >= {OUT_OF_SCOPE}
+  assert all(p.label != OUT_OF_SCOPE for p in model.predict(TEXTS, reject=True))  # their own copies: cosine 1
+
+  held_out = tiny.CORPUS[8:11]
+  cal = model.calibrate_rejection(0.1, texts=held_out, source="toy/valid")
+  nearest = [p.neighbours[0].score for p in model.predict(held_out)]
+  assert cal.threshold == pytest.approx(float(np.quantile(nearest, 0.1)), abs=1e-6) and cal.rows == 3
+  assert cal.rule == "nearest example's cosine of 3 toy/valid in-scope utterances" and cal.score == "nearest"
+  knn = IntentModel.from_examples(encoder, TEXTS, LABELS)
+  votes = [p.score for p in knn.predict(held_out)]
+  assert knn.calibrate_rejection(0.1, texts=held_out).threshold == pytest.approx(float(np.quantile(votes, 0.1)),
+                                                                                abs=1e-6)
+  with pytest.raises(ValueError, match="no held-out utterances"):
+    model.calibrate_rejection(texts=[])
+
+  export = model.save(tmp_path / "export")
+  assert models.load(export).rejection == cal
+  meta = json.loads((export / "intent_model.json").read_text())  # calibrated before 2026-11-25: on probabilities
+  meta["rejection"] = {"threshold": 0.5, "quantile": 0.1, "rows": 8, "rule": "top probability of 5-fold MLPs"}
+  (export / "intent_model.json").write_text(json.dumps(meta))
+  old = models.load(export)
+  assert old.rejection.score == "prediction" and old.rejection_score == "prediction"
+  for p, r in zip(old.predict(queries), old.predict(queries, reject=True)):
+    assert (r.label == OUT_OF_SCOPE) == (p.score < 0.5)
 
 
 def _qaid(tiny_bert_dir, match: str, rows: list[dict] | None = None) -> QAIDModel:

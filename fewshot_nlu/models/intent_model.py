@@ -19,15 +19,21 @@ down-projection if any, and sentence-transformers' module files: ``SentenceEncod
 metadata names it), ``mlp.safetensors`` if any, ``intent_model.json`` (kind ``intent_model``) and a model card
 (``README.md``). A ``models.protocol.Model``.
 
-Out-of-scope rejection (``predict(texts, reject=True)``, ``models.rejection``): an utterance whose score is below
-the threshold is answered ``out_of_scope``. ``calibrate_rejection`` sets the threshold to the 10th percentile
-(``quantile``) of out-of-fold scores of the indexed examples, on the scale ``predict`` uses:
-  * k-NN: each example's leave-one-out vote (its k nearest OTHER examples; k = 1: the cosine of the nearest);
-  * MLP: the top probability of 5-fold out-of-fold MLPs (retrained with the run's MLP settings without each fold).
-Out-of-fold only as far as the classifier goes: a specialised encoder (ConvFiT, the baseline) was trained on
-these very examples, which pulls same-intent examples together, so their leave-one-out scores run higher than
-those of new in-scope utterances and the threshold rejects somewhat more than 10% of in-scope traffic. With an
-untouched encoder the k-NN calibration is exactly out-of-fold (with one example fewer per intent than at test).
+Out-of-scope rejection (``predict(texts, reject=True)``, ``models.rejection``): an utterance whose rejection score
+is below the threshold is answered ``out_of_scope``. The rejection score is the k-NN vote (k-NN), or the cosine of
+the nearest indexed example (MLP / logistic regression: its top probability separates out-of-scope utterances far
+worse, bench/results/oos_notes.md; the decision is still the classifier's). ``calibrate_rejection`` sets the
+threshold to the 10th percentile (``quantile``) of
+  * with ``texts``: those held-out in-scope utterances' rejection scores (e.g. a development split) — the
+    calibration to prefer, as they score like new in-scope traffic;
+  * else the indexed examples' leave-one-out scores (their k nearest OTHER examples; k = 1 and the MLP's: the
+    cosine of the nearest other example). Out-of-fold only as far as the neighbours go: a specialised encoder
+    (ConvFiT, the baseline) was trained on these very examples, which pulls same-intent examples together, so
+    their leave-one-out scores run higher than those of new in-scope utterances and the threshold rejects more
+    than 10% of in-scope traffic (15-23% on CLINC150). With an untouched encoder it is exactly out-of-fold (with
+    one example fewer per intent than at test).
+Exports calibrated before 2026-11-25 thresholded an MLP's top probability (5-fold out-of-fold MLPs); their
+``Rejection.score`` says so and they keep rejecting by it.
 """
 
 from __future__ import annotations
@@ -155,7 +161,7 @@ class IntentModel:
       raise ValueError("the model has no labelled examples to retrieve from")
     cut = (rejection.resolve_threshold(self.rejection, threshold, f"this {self.kind} model")
            if reject or threshold is not None else None)
-    depth = min(max(self.k, neighbours), len(self.index))
+    depth = min(max(self.k, neighbours, 1), len(self.index))
     rows = self.index.query(vectors, depth)
     probs = (mlp_head.predict_proba(self.mlp, vectors) if self.classifier == "mlp" else None)
     out = []
@@ -166,35 +172,38 @@ class IntentModel:
         label, score = self.labels[best], float(probs[i][best])
       else:
         label, score = vote(evidence[: self.k])
-      out.append(Prediction(label, score, evidence[:neighbours]))
-    return out if cut is None else rejection.apply(out, cut)
+      out.append(Prediction(label, score, evidence))
+    if cut is not None:  # on the whole evidence: the nearest example is there even when neighbours=0
+      out = rejection.apply(out, cut, self.rejection_score)
+    return [dataclasses.replace(p, neighbours=p.neighbours[:neighbours]) for p in out]
 
-  def calibrate_rejection(self, quantile: float = rejection.DEFAULT_QUANTILE, *,
-                          mlp_config: mlp_head.MLPConfig | None = None, folds: int = rejection.DEFAULT_FOLDS,
-                          seed: int = 0) -> rejection.Rejection:
-    """Sets (and returns) ``rejection``: the ``quantile`` quantile of the indexed examples' out-of-fold scores
-    (k-NN: leave-one-out votes, free: the vectors are in the index; MLP: ``folds`` MLPs trained with
-    ``mlp_config`` (the run's MLP settings), each without one fold). See the module docstring for how far these
-    scores are out of fold."""
-    vectors, labels = self.index.vectors, [p["label"] for p in self.index.payloads]
-    if self.classifier == "knn":
-      scores = rejection.knn_leave_one_out(vectors, labels, self.k)
-      rule = f"leave-one-out {self.k}-NN vote of each indexed example"
+  @property
+  def rejection_score(self) -> str:
+    """What rejection thresholds (``models.rejection.SCORES``): the calibration's, else the classifier's own
+    (k-NN: the vote; MLP: the nearest example's cosine)."""
+    if self.rejection is not None:
+      return self.rejection.score
+    return "prediction" if self.classifier == "knn" else "nearest"
+
+  def calibrate_rejection(self, quantile: float = rejection.DEFAULT_QUANTILE, *, texts: Sequence[str] | None = None,
+                          source: str = "held-out", show_progress: bool = False) -> rejection.Rejection:
+    """Sets (and returns) ``rejection``: the ``quantile`` quantile of the rejection scores (``rejection_score``
+    of the classifier) of ``texts``, held-out in-scope utterances (``source`` names them in the rule), or without
+    them of the indexed examples left out one at a time (no encoding). See the module docstring."""
+    score = "prediction" if self.classifier == "knn" else "nearest"
+    if texts is not None:
+      if not len(texts):
+        raise ValueError(f"no {source} utterances to calibrate the out-of-scope threshold on")
+      predictions = self.predict(texts, neighbours=1, show_progress=show_progress)
+      scores = np.array([rejection.score_of(p, score) for p in predictions])
+      what = f"{self.k}-NN vote" if score == "prediction" else "nearest example's cosine"
+      rule = f"{what} of {len(texts)} {source} in-scope utterances"
     else:
-      mlp_config = mlp_config or self.head
-      if mlp_config is None:
-        raise ValueError("calibrating an MLP model's threshold retrains the MLP out of fold: pass mlp_config= "
-                         "(the MLPConfig it was trained with)")
-      column = {l: c for c, l in enumerate(self.labels)}
-      keep = [i for i, l in enumerate(labels) if l in column]
-      targets = np.eye(len(self.labels), dtype=np.float32)[[column[labels[i]] for i in keep]]
-
-      def fit_predict(x, y, held):
-        return mlp_head.predict_proba(mlp_head.train(x, y, mlp_config), held)
-
-      scores = rejection.out_of_fold(vectors[keep], targets, folds, seed, fit_predict).max(axis=1)
-      rule = f"top probability of {folds}-fold out-of-fold MLPs on the indexed examples"
-    self.rejection = rejection.calibrate(scores, quantile, rule=rule)
+      vectors, labels = self.index.vectors, [p["label"] for p in self.index.payloads]
+      k = self.k if score == "prediction" else 1
+      scores = rejection.knn_leave_one_out(vectors, labels, k)
+      rule = f"leave-one-out {k}-NN vote of each indexed example"
+    self.rejection = rejection.calibrate(scores, quantile, rule=rule, score=score)
     return self.rejection
 
   def scores(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:

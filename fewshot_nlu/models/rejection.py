@@ -12,6 +12,13 @@ scope. Each model computes its out-of-fold scores on its own scale (``IntentMode
 approximate (the encoder itself was trained on those rows, so their scores tend to be higher than those of new
 in-scope utterances, which makes the calibrated threshold reject more than ``quantile`` of them).
 
+Which score is thresholded (``Rejection.score``): ``"prediction"``, the prediction's own score (k-NN votes, QAID's
+Score), or ``"nearest"``, the cosine of the prediction's nearest indexed example (its first evidence): what an
+``IntentModel`` with a softmax head rejects by, since its top probability separates out-of-scope utterances far
+worse than that cosine (bench/results/oos_notes.md). When held-out in-scope utterances are at hand (a dataset's
+development split), calibrating on them (``IntentModel.calibrate_rejection(texts=...)``) avoids the over-rejection
+described above: their scores are those of new in-scope traffic.
+
 A calibration is saved with the model's metadata (``Rejection.to_dict``); an export written before calibration
 existed has none, and rejecting with it needs an explicit threshold (``resolve_threshold`` says so).
 """
@@ -36,8 +43,9 @@ class Rejection:
 
   threshold: float
   quantile: float
-  rows: int  # out-of-fold scores it was read from
-  rule: str  # how the out-of-fold scores were computed, in words
+  rows: int  # out-of-fold (or held-out) scores it was read from
+  rule: str  # how those scores were computed, in words
+  score: str = "prediction"  # what is thresholded: "prediction" (its own score) | "nearest" (the nearest cosine)
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -45,14 +53,27 @@ class Rejection:
   @classmethod
   def from_dict(cls, meta: dict | None) -> "Rejection | None":
     return None if not meta else cls(float(meta["threshold"]), float(meta["quantile"]), int(meta["rows"]),
-                                     str(meta["rule"]))
+                                     str(meta["rule"]), str(meta.get("score", "prediction")))  # older: prediction
 
   def describe(self) -> str:
-    return (f"{self.threshold:.4f}, the {100 * self.quantile:g}th percentile of {self.rows} out-of-fold training "
-            f"scores ({self.rule})")
+    on = "" if self.score == "prediction" else ", on the nearest example's cosine"
+    return f"{self.threshold:.4f}, the {100 * self.quantile:g}th percentile of {self.rows} scores ({self.rule}){on}"
 
 
-def calibrate(scores: np.ndarray, quantile: float = DEFAULT_QUANTILE, *, rule: str) -> Rejection:
+SCORES = ("prediction", "nearest")
+
+
+def score_of(prediction: Prediction, score: str) -> float:
+  """The score ``Rejection.score`` names: the prediction's own, or its nearest example's cosine."""
+  if score == "prediction":
+    return prediction.score
+  if not prediction.neighbours:
+    raise ValueError("rejecting by the nearest example's cosine needs each prediction's nearest example")
+  return prediction.neighbours[0].score
+
+
+def calibrate(scores: np.ndarray, quantile: float = DEFAULT_QUANTILE, *, rule: str,
+              score: str = "prediction") -> Rejection:
   """The ``quantile`` quantile of the out-of-fold ``scores`` (numpy's linear interpolation); -inf scores (no
   evidence at all) count as the lowest."""
   scores = np.asarray(scores, np.float64)
@@ -64,7 +85,9 @@ def calibrate(scores: np.ndarray, quantile: float = DEFAULT_QUANTILE, *, rule: s
   if not len(finite):
     raise ValueError("no finite out-of-fold score to calibrate a rejection threshold on")
   scores = np.where(np.isfinite(scores), scores, finite.min() - 1.0)
-  return Rejection(float(np.quantile(scores, quantile)), float(quantile), int(len(scores)), rule)
+  if score not in SCORES:
+    raise ValueError(f"score {score!r} unknown; choose one of {SCORES}")
+  return Rejection(float(np.quantile(scores, quantile)), float(quantile), int(len(scores)), rule, score)
 
 
 def resolve_threshold(calibrated: Rejection | None, threshold: float | None, what: str) -> float:
@@ -82,10 +105,10 @@ def resolve_threshold(calibrated: Rejection | None, threshold: float | None, wha
   return calibrated.threshold
 
 
-def apply(predictions: Sequence[Prediction], threshold: float) -> list[Prediction]:
-  """Predictions scoring below ``threshold`` become ``OUT_OF_SCOPE`` (their score and evidence kept, the intent
-  they would have been in ``best_label``)."""
-  return [dataclasses.replace(p, label=OUT_OF_SCOPE, best_label=p.label) if p.score < threshold else p
+def apply(predictions: Sequence[Prediction], threshold: float, score: str = "prediction") -> list[Prediction]:
+  """Predictions whose ``score`` (``score_of``) is below ``threshold`` become ``OUT_OF_SCOPE`` (their score and
+  evidence kept, the intent they would have been in ``best_label``)."""
+  return [dataclasses.replace(p, label=OUT_OF_SCOPE, best_label=p.label) if score_of(p, score) < threshold else p
           for p in predictions]
 
 
