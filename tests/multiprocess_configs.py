@@ -10,7 +10,7 @@ from tests import test_convfit, test_dse, test_main, test_multi_convfit, test_qa
 
 
 def intent_mneg(data: str, model: str):
-  """The default job (in-batch ranking + 1-NN) on a 3-intent toy folder."""
+  """The in-batch ranking baseline (configs/intent_mneg.py: MNEG + 1-NN) on a 3-intent toy folder."""
   config = test_main._toy_config(pathlib.Path(data), model)
   config.train.batch_size = 8
   config.train.epochs = 3
@@ -18,7 +18,7 @@ def intent_mneg(data: str, model: str):
 
 
 def intent_mneg_packed(data: str, model: str):
-  """The default job with ``train.packing``: several utterances per row, rows a multiple of 4 and the devices."""
+  """The baseline with ``train.packing``: several utterances per row, rows a multiple of 4 and the devices."""
   config = intent_mneg(data, model)
   config.train.packing = True
   return config

@@ -496,7 +496,7 @@ def test_an_export_appears_whole_or_not_at_all(tmp_path):
 # --------------------------------------------------------------------------------- H: aligned predictions
 
 def test_predict_keeps_inputs_and_outputs_aligned_and_checks_paths_first(toy, tmp_path, capsys):
-  main.run(toy, tmp_path / "run")  # the default job's export
+  main.run(toy, tmp_path / "run")  # the baseline's export
   export = str(tmp_path / "run" / "export")
   queries = tmp_path / "queries.txt"
   queries.write_text("my card is lost\n\n   \nplay some music\n")
