@@ -10,11 +10,11 @@ exported (``fewshot_nlu.models.rejection``: the 10th percentile of the training 
 Per row: in-scope accuracy (right intent and not rejected), OOS recall / precision / F1 of rejection, the overall
 accuracy with "out of scope" as a 151st answer, and the in-scope accuracy without rejection. Beside the calibrated
 threshold: ``--threshold T`` if given, and the DSE suite's rule (mean - std of the evaluation queries' own
-scores: transductive, it looks at the test set, so it is a reference, not a deployable threshold). For an
-intent model whose decision is not 1-NN (logistic regression / MLP, k > 1), the same two rules are also applied to
-another score every prediction carries: the cosine of its nearest training example (``nearest cosine``; calibrated
-as a 1-NN model would be, on the leave-one-out nearest cosines of the indexed examples), a measurement of whether
-rejection should read that score instead of the classifier's. One JSON row per model (with its command) is
+scores: transductive, it looks at the test set, so it is a reference, not a deployable threshold). Every rule
+reads the score the model rejects by (``IntentModel.rejection_score``: the k-NN vote, or the nearest example's
+cosine for a logistic-regression / MLP head). For an intent model whose decision is not 1-NN, rows named
+``nearest cosine`` also reject its decisions by the cosine of the nearest training example with the threshold a
+leave-one-out calibration gives (and, for exports that reject by the head's probability, the DSE rule on it). One JSON row per model (with its command) is
 appended to ``bench/results/oos.jsonl``; the table is ``bench/results/oos.md``.
 """
 
@@ -55,9 +55,10 @@ def evaluate(model, texts: list[str], labels: list[str], oos_texts: list[str], t
   from fewshot_nlu.evaluation import prototypes
   from fewshot_nlu.evaluation.out_of_scope import detection_metrics
   from fewshot_nlu.models.protocol import OUT_OF_SCOPE
+  from fewshot_nlu.models import rejection
   predictions = model.predict(texts + oos_texts, neighbours=1)
   predicted = [p.label for p in predictions]
-  scores = np.array([p.score for p in predictions])
+  scores = np.array([rejection.score_of(p, rejection_score(model)) for p in predictions])
   gold = labels + [OUT_OF_SCOPE] * len(oos_texts)
   thresholds = {}
   if model.rejection is not None:
@@ -67,23 +68,32 @@ def evaluate(model, texts: list[str], labels: list[str], oos_texts: list[str], t
   thresholds["DSE mean-std (test scores)"] = prototypes.oos_thresholds(scores)["mean-std"]
   by_threshold = {rule: detection_metrics(predicted, scores, gold, t) for rule, t in thresholds.items()}
   if getattr(model, "classifier", "knn") != "knn" or getattr(model, "k", 1) != 1:
-    by_threshold.update(nearest_cosine_rules(model, predictions, predicted, gold))
+    extra = nearest_cosine_rules(model, predictions, predicted, gold)
+    if rejection_score(model) == "nearest":  # the rows above are on that cosine already
+      extra = {rule: m for rule, m in extra.items() if "calibrated" in rule}
+    by_threshold.update(extra)
   return {"num_in_scope": len(texts), "num_oos": len(oos_texts),
           "in_scope_accuracy_without_rejection": float(np.mean(np.array(predicted[: len(texts)]) == np.array(labels))),
           "rejection": model.rejection.to_dict() if model.rejection else None,
           "by_threshold": by_threshold}
 
 
+def rejection_score(model) -> str:
+  """What the model's rejection thresholds (``models.rejection.SCORES``): an intent model's own choice, else the
+  prediction's score (QAID)."""
+  return getattr(model, "rejection_score", "prediction")
+
+
 def nearest_cosine_rules(model, predictions, predicted: list[str], gold: list[str]) -> dict:
   """The model's own decisions, rejected by the cosine of each query's nearest indexed example: threshold the
-  10th percentile of the indexed examples' leave-one-out nearest cosines (what a 1-NN model calibrates), and
-  the DSE rule on the test queries' nearest cosines."""
+  10th percentile of the indexed examples' leave-one-out nearest cosines (what a 1-NN model calibrates without
+  held-out data), and the DSE rule on the test queries' nearest cosines."""
   from fewshot_nlu.evaluation import prototypes
   from fewshot_nlu.evaluation.out_of_scope import detection_metrics
   from fewshot_nlu.models import rejection
   nearest = np.array([p.neighbours[0].score for p in predictions])
   loo = rejection.knn_leave_one_out(model.index.vectors, [row["label"] for row in model.index.payloads], 1)
-  thresholds = {"nearest cosine: calibrated": rejection.calibrate(loo, rule="leave-one-out 1-NN").threshold,
+  thresholds = {"nearest cosine: calibrated leave-one-out": rejection.calibrate(loo, rule="leave-one-out 1-NN").threshold,
                 "nearest cosine: DSE mean-std (test scores)": prototypes.oos_thresholds(nearest)["mean-std"]}
   return {rule: detection_metrics(predicted, nearest, gold, t) for rule, t in thresholds.items()}
 

@@ -225,9 +225,17 @@ def test_oos_bench_rejects_a_linear_model_by_its_nearest_cosine_too(encoder, tmp
   predictions = model.predict(queries, neighbours=1)
   rules = oos_bench.nearest_cosine_rules(model, predictions, [p.label for p in predictions], gold)
   loo = rejection.knn_leave_one_out(encoder.encode(TEXTS), LABELS, 1)
-  m = rules["nearest cosine: calibrated"]
+  m = rules["nearest cosine: calibrated leave-one-out"]
   assert m["threshold"] == pytest.approx(float(np.quantile(loo, 0.1)), abs=1e-6)
   rejected = np.array([p.neighbours[0].score < m["threshold"] for p in predictions])
   assert m["oos_recall"] == pytest.approx(rejected[4:].mean())
   assert m["in_accuracy"] == pytest.approx(np.mean([not r and p.label == g for p, r, g in
                                                     zip(predictions[:4], rejected[:4], gold)]))
+  # the bench's own rows read the score the model rejects by: here the nearest cosine, not the probability
+  cal = model.calibrate_rejection(0.5, texts=tiny.CORPUS[10:12])
+  results = oos_bench.evaluate(model, TEXTS[:4], LABELS[:4], tiny.CORPUS[8:10], None)
+  rejected = np.array([p.neighbours[0].score < cal.threshold for p in predictions])
+  assert results["by_threshold"]["calibrated"]["oos_recall"] == pytest.approx(rejected[4:].mean())
+  assert results["by_threshold"]["calibrated"]["rejected"] == rejected.sum()
+  assert set(results["by_threshold"]) == {"calibrated", "DSE mean-std (test scores)",
+                                          "nearest cosine: calibrated leave-one-out"}
