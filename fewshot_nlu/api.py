@@ -119,7 +119,8 @@ def fit(examples: Any, labels: Sequence | None = None, *, method: str | None = N
     method: ``convfit`` | ``qaid`` | ``multi_convfit`` | ``retriever_intents`` | ``baseline``; default
       ``multi_convfit`` for label sets, else ``convfit``.
     validation: held-out examples in any form ``examples`` takes (a list of texts goes as ``(texts, labels)``);
-      the run's evaluation (``model.results``) scores them. Without it the run scores the training
+      the run's evaluation (``model.results``) scores them, and ConvFiT calibrates its out-of-scope threshold
+      on their texts (``eval.calibration_split``). Without it the run scores the training
       examples themselves: a sanity check, not an estimate.
     text_column, label_column: a DataFrame's columns (default ``text``, and ``label`` or ``labels``).
     workdir: where the run writes (checkpoints, metrics, ``results.json``, ``predictions.tsv``, ``export/``);
@@ -160,6 +161,8 @@ def fit(examples: Any, labels: Sequence | None = None, *, method: str | None = N
   config.data.builder, config.data.raw_dir = "intent_table", str(folder)
   config.data.tfds_dir = str(cache_dir() / "tfds")
   config.data.train_split, config.data.eval_split = "train", "valid" if "valid" in tables else "train"
+  if "calibration_split" in config.eval:  # ConvFiT: held-out in-scope examples calibrate out-of-scope rejection
+    config.eval.calibration_split = "valid" if "valid" in tables else ""
   workdir = pathlib.Path(workdir).expanduser() if workdir is not None else pathlib.Path(
       tempfile.mkdtemp(prefix=f"fewshot_nlu_{method}_"))
   results = runner.run(config, workdir, overwrite=overwrite)

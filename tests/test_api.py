@@ -84,6 +84,8 @@ def test_fit_predict_add_save_load_every_method(method, tiny_bert_dir, tmp_path)
   assert model.results == json.loads((tmp_path / "run" / "results.json").read_text())
   rows = (tmp_path / "run" / "predictions.tsv").read_text().splitlines()
   assert len(rows) == 1 + (len(TEXTS) if validation is None else len(VALID[0]))  # scored what it says it scored
+  if method == "convfit":  # the validation texts calibrate its out-of-scope threshold
+    assert model.rejection.rule.endswith(f"of {len(VALID[0])} intent_table/valid in-scope utterances")
 
   queries = [C[0], C[5], "hi thanks a lot"]
   predictions = model.predict(queries)
