@@ -1,14 +1,15 @@
 """Out-of-scope rejection for single-label intent models: answer ``protocol.OUT_OF_SCOPE`` when the prediction's
-score is below a threshold.
+rejection score is below a threshold.
 
-The threshold is calibrated on the model's own training rows, out of fold, so it needs no out-of-scope examples:
+The threshold is calibrated on in-scope utterances only, so it needs no out-of-scope examples: held-out ones when
+a run has them, else the model's own training rows, out of fold:
 
-    threshold = the ``quantile`` (default 0.1) quantile of the out-of-fold prediction scores of the training rows
+    threshold = the ``quantile`` (default 0.1) quantile of those utterances' rejection scores
 
-i.e. the score that about 90% of in-scope utterances like the training ones reach: rejection is tuned to keep
-~90% of in-scope traffic (whatever the model then predicts for it), and everything scoring lower is called out of
-scope. Each model computes its out-of-fold scores on its own scale (``IntentModel``: leave-one-out k-NN votes, or
-5-fold MLP probabilities; ``QAIDModel``: leave-one-out Score of Eq. 1) and documents where out-of-fold is only
+i.e. the score that about 90% of in-scope utterances reach: rejection is tuned to keep ~90% of in-scope traffic
+(whatever the model then predicts for it), and everything scoring lower is called out of scope. Each model
+computes its out-of-fold scores on its own scale (``IntentModel``: leave-one-out k-NN votes or nearest cosines;
+``QAIDModel``: leave-one-out Score of Eq. 1) and documents where out-of-fold is only
 approximate (the encoder itself was trained on those rows, so their scores tend to be higher than those of new
 in-scope utterances, which makes the calibrated threshold reject more than ``quantile`` of them).
 
@@ -34,7 +35,6 @@ from fewshot_nlu.index import normalize
 from fewshot_nlu.models.protocol import OUT_OF_SCOPE, Prediction
 
 DEFAULT_QUANTILE = 0.1
-DEFAULT_FOLDS = 5
 
 
 @dataclasses.dataclass(frozen=True)
