@@ -275,7 +275,8 @@ def test_stage2_config_errors_name_the_field(tmp_path, tiny_bert_dir, toy_intent
   for overrides, message in [({"stage2__loss": "triplet"}, "config.stage2.loss: 'triplet' is not one of"),
                              ({"stage2__examples_per_class": 3}, "config.stage2.examples_per_class: 3 does not divide"),
                              ({"eval__extra_pool_splits": ("dev",)}, "config.eval.extra_pool_splits: 'dev'"),
-                             ({"eval__calibration_split": "dev"}, "config.eval.calibration_split: 'dev'"),
+                             ({"eval__calibration_split": "dev"},
+                              "config.eval.calibration_split: 'dev' .*; --config.eval.calibration_split= \\(empty\\)"),
                              ({"classifier__k": 0}, "config.classifier.k: must be a positive number")]:
     with pytest.raises(ConfigError, match=message):
       main.run(_stage2_config(toy_intents, tiny_bert_dir, **overrides), tmp_path / "w")

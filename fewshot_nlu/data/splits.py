@@ -18,13 +18,15 @@ from fewshot_nlu.errors import DataError
 log = logging.getLogger(__name__)
 
 
-def require_splits(config: ml_collections.ConfigDict, builder, field: str, splits) -> None:
-  """Every name in ``splits`` (the value of ``config.<field>``) is a split of ``builder``."""
+def require_splits(config: ml_collections.ConfigDict, builder, field: str, splits, hint: str = "") -> None:
+  """Every name in ``splits`` (the value of ``config.<field>``) is a split of ``builder``; ``hint`` ends the
+  error (after ``; ``) when one is not."""
   available = sorted(builder.info.splits.keys())
   for split in splits:
     if split not in available:
       raise config_checks.ConfigError(
-          f"config.{field}: {split!r} is not a split of {config.data.builder}; available: {available}")
+          f"config.{field}: {split!r} is not a split of {config.data.builder}; available: {available}"
+          + (f"; {hint}" if hint else ""))
 
 
 def _builder(config: ml_collections.ConfigDict):

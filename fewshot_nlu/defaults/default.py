@@ -4,8 +4,10 @@ Run (from the repository root, data in ../shared/data or $FEWSHOT_NLU_DATA):
   python -m fewshot_nlu.main --config=configs/default.py --workdir=runs/default
 Overrides, e.g.:
   --config.data.builder=hwu64 --config.train.frozen_prefix_layers=-1 --config.mesh.data=8
-Your own data (one subfolder per split, each with seq.in + label):
-  --config.data.builder=intent_folder --config.data.raw_dir=path/to/folder
+Your own data (one subfolder per split, each with seq.in + label; a ``valid`` one calibrates out-of-scope
+rejection, else add --config.eval.calibration_split=):
+  --config.data.builder=intent_folder --config.data.raw_dir=path/to/folder --config.data.train_split=train
+  --config.data.eval_split=test
 
 ConvFiT's shipped BANKING77 10-shot config (``configs/convfit_banking77.py``; hyper-parameters and their
 deviations from the paper in ``fewshot_nlu/defaults/convfit_base.py``) with one change for a first run's

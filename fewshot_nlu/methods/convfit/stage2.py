@@ -85,7 +85,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   specialisation.validate_frozen_prefix(config)
   splits.require_splits(config, builder, "eval.extra_pool_splits", config.eval.extra_pool_splits)
   if config.eval.calibration_split:
-    splits.require_splits(config, builder, "eval.calibration_split", (config.eval.calibration_split,))
+    splits.require_splits(config, builder, "eval.calibration_split", (config.eval.calibration_split,),
+                          hint="--config.eval.calibration_split= (empty) calibrates out-of-scope rejection on the "
+                               "training examples instead")
 
 
 # --------------------------------------------------------------------------------------------- batches
