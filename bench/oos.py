@@ -14,8 +14,9 @@ scores: transductive, it looks at the test set, so it is a reference, not a depl
 reads the score the model rejects by (``IntentModel.rejection_score``: the k-NN vote, or the nearest example's
 cosine for a logistic-regression / MLP head). For an intent model whose decision is not 1-NN, rows named
 ``nearest cosine`` also reject its decisions by the cosine of the nearest training example with the threshold a
-leave-one-out calibration gives (and, for exports that reject by the head's probability, the DSE rule on it). One JSON row per model (with its command) is
-appended to ``bench/results/oos.jsonl``; the table is ``bench/results/oos.md``.
+leave-one-out calibration gives (and, for exports that reject by the head's probability, the DSE rule on it).
+One JSON row per model (with its command) is appended to ``bench/results/oos.jsonl``; the table is
+``bench/results/oos.md``.
 """
 
 from __future__ import annotations
@@ -91,10 +92,11 @@ def nearest_cosine_rules(model, predictions, predicted: list[str], gold: list[st
   from fewshot_nlu.evaluation import prototypes
   from fewshot_nlu.evaluation.out_of_scope import detection_metrics
   from fewshot_nlu.models import rejection
-  nearest = np.array([p.neighbours[0].score for p in predictions])
+  nearest = np.array([rejection.score_of(p, "nearest") for p in predictions])
   loo = rejection.knn_leave_one_out(model.index.vectors, [row["label"] for row in model.index.payloads], 1)
-  thresholds = {"nearest cosine: calibrated leave-one-out": rejection.calibrate(loo, rule="leave-one-out 1-NN").threshold,
-                "nearest cosine: DSE mean-std (test scores)": prototypes.oos_thresholds(nearest)["mean-std"]}
+  thresholds = {
+      "nearest cosine: calibrated leave-one-out": rejection.calibrate(loo, rule="leave-one-out 1-NN").threshold,
+      "nearest cosine: DSE mean-std (test scores)": prototypes.oos_thresholds(nearest)["mean-std"]}
   return {rule: detection_metrics(predicted, nearest, gold, t) for rule, t in thresholds.items()}
 
 

@@ -29,7 +29,7 @@ import ml_collections
 
 from fewshot_nlu.defaults import common
 
-CALIBRATION_SPLITS = ("banking77", "clinc150", "hwu64")  # the datasets with a development split ("valid")
+DATASETS_WITH_VALID = ("banking77", "clinc150", "hwu64")  # their development split, "valid", calibrates
 SHOTS = {"5": ("train_5", 10, 3), "10": ("train_10", 10, 3), "30": ("train_30", 5, 3), "full": ("train", 2, 1)}
 
 
@@ -74,5 +74,5 @@ def get_config(dataset: str, shots: str = "10") -> ml_collections.ConfigDict:
   config.eval.before_training = True  # also report k-NN with the untouched encoder
   config.eval.extra_pool_splits = ()  # e.g. ("train_30",): index more examples at inference (Figure 6)
   # held-out in-scope utterances the out-of-scope threshold is calibrated on ("": the pool, leave-one-out)
-  config.eval.calibration_split = "valid" if dataset in CALIBRATION_SPLITS else ""
+  config.eval.calibration_split = "valid" if dataset in DATASETS_WITH_VALID else ""
   return config

@@ -58,6 +58,8 @@ from fewshot_nlu.models.protocol import Neighbour, Prediction
 META_FILE = "intent_model.json"
 INDEX_FOLDER = "index"  # save_rows writes index.<n> and records it in META_FILE
 CLASSIFIERS = ("knn", "mlp")
+# what each classifier's out-of-scope rejection thresholds (models.rejection.SCORES; see the module docstring)
+REJECTION_SCORES = {"knn": "prediction", "mlp": "nearest"}
 
 
 class IntentModel:
@@ -183,14 +185,14 @@ class IntentModel:
     (k-NN: the vote; MLP: the nearest example's cosine)."""
     if self.rejection is not None:
       return self.rejection.score
-    return "prediction" if self.classifier == "knn" else "nearest"
+    return REJECTION_SCORES[self.classifier]
 
   def calibrate_rejection(self, quantile: float = rejection.DEFAULT_QUANTILE, *, texts: Sequence[str] | None = None,
                           source: str = "held-out", show_progress: bool = False) -> rejection.Rejection:
     """Sets (and returns) ``rejection``: the ``quantile`` quantile of the rejection scores (``rejection_score``
     of the classifier) of ``texts``, held-out in-scope utterances (``source`` names them in the rule), or without
     them of the indexed examples left out one at a time (no encoding). See the module docstring."""
-    score = "prediction" if self.classifier == "knn" else "nearest"
+    score = REJECTION_SCORES[self.classifier]
     if texts is not None:
       if not len(texts):
         raise ValueError(f"no {source} utterances to calibrate the out-of-scope threshold on")

@@ -187,7 +187,7 @@ def _calibrate_rejection(config, intent_model: IntentModel):
   split = config.eval.calibration_split
   if not split:
     return intent_model.calibrate_rejection()
-  held_out = splits.read_split(config, split, splits.prepared_builder(config))
+  held_out = splits.read_split(config, split)
   return intent_model.calibrate_rejection(texts=held_out.texts, source=f"{config.data.builder}/{split}",
                                           show_progress=True)
 
