@@ -29,11 +29,14 @@ WEIGHT_DECAYS = (0.0, 0.01, 0.1, 1.0)
 ROWS = RESULTS / "encoder_baselines.jsonl"
 
 
-def split(dataset: str, name: str, data_dir: str):
+def split(dataset: str, name: str, data_dir: str, raw_dir: str = ""):
+  """Split ``name`` of ``dataset`` under ``data_dir``, or of the ``intent_folder`` at ``raw_dir`` when given."""
   from configs import common
   from fewshot_nlu.data import splits
   config = common.base("evaluate")
-  config.data.builder, config.data.dir = dataset, data_dir
+  config.data.builder, config.data.dir = ("intent_folder" if raw_dir else dataset), data_dir
+  config.data.raw_dir = str(raw_dir)
+  config.data.train_split = config.data.eval_split = name  # the splits the builder is checked for
   return splits.read_split(config, name)
 
 
@@ -44,9 +47,11 @@ def logistic_regression(x, y, classes: int, weight_decay: float):
   return mlp.train(x, np.eye(classes, dtype=np.float32)[y], config)
 
 
-def cell(encoder, dataset: str, shots: str, data_dir: str) -> dict:
+def cell(encoder, dataset: str, shots: str, data_dir: str, raw_dir: str = "", predictions: bool = False) -> dict:
+  """The cell's row; ``raw_dir``: read the splits from that ``intent_folder`` instead; ``predictions``: add each
+  decision's predicted test labels (``knn_predicted`` / ``logreg_predicted``)."""
   from fewshot_nlu.heads import mlp
-  pool, dev, test = (split(dataset, s, data_dir) for s in (f"train_{shots}", "valid", "test"))
+  pool, dev, test = (split(dataset, s, data_dir, raw_dir) for s in (f"train_{shots}", "valid", "test"))
   labels = sorted(set(pool.labels))
   index = {l: i for i, l in enumerate(labels)}
   start = time.perf_counter()
@@ -59,7 +64,10 @@ def cell(encoder, dataset: str, shots: str, data_dir: str) -> dict:
     layers = logistic_regression(x, y, len(labels), decay)
     by_decay[decay] = (float((mlp.predict_proba(layers, xd).argmax(1) == yd).mean()), layers)
   chosen = max(WEIGHT_DECAYS, key=lambda d: by_decay[d][0])
-  return {"dataset": dataset, "shots": shots, "pool": len(pool.texts), "num_test": len(test.texts),
+  extra = {"knn_predicted": [labels[i] for i in nearest(xt)],
+           "logreg_predicted": [labels[i] for i in mlp.predict_proba(by_decay[chosen][1], xt).argmax(1)]
+           } if predictions else {}
+  return {**extra, "dataset": dataset, "shots": shots, "pool": len(pool.texts), "num_test": len(test.texts),
           "knn_test": float((nearest(xt) == yt).mean()), "knn_valid": float((nearest(xd) == yd).mean()),
           "logreg_test": float((mlp.predict_proba(by_decay[chosen][1], xt).argmax(1) == yt).mean()),
           "logreg_valid": by_decay[chosen][0], "logreg_weight_decay": chosen,

