@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 
 from runner import REPO, RESULTS, finish_table, load_rows, mean_std, run_main
@@ -108,7 +109,8 @@ def pretrained_export(runs_dir: pathlib.Path) -> pathlib.Path:
 def config_args(variant: str, dataset: str, shots: str, seed: int, runs_dir: pathlib.Path) -> list[str]:
   overrides = VARIANTS[variant][1] if variant in VARIANTS else ABLATIONS[variant][1]
   qaid = f"--config=configs/qaid_{dataset}.py:{shots}"
-  pretrained = pretrained_export(runs_dir) if any("{pretrained}" in o for o in overrides) else None
+  pretrained = (os.path.relpath(pretrained_export(runs_dir), REPO) if any("{pretrained}" in o for o in overrides)
+                else None)
   args = [o.format(qaid=qaid, dataset=dataset, shots=shots, pretrained=pretrained) for o in overrides]
   return [args[0], f"--config.seed={seed}", *args[1:]]
 
