@@ -5,9 +5,10 @@ on (BANKING77 / CLINC150 / HWU64, 5 and 10 shots), scored on the full test sets.
   python bench/encoder_baselines.py --write
 
 Logistic regression: a linear softmax layer (``heads.mlp`` with no hidden layer, no dropout) trained with AdamW
-(lr 1e-2, 200 epochs, batch 32) on the unit-length vectors; its weight decay is chosen from
-``WEIGHT_DECAYS`` by accuracy on the dataset's ``valid`` split (never the test set). Deterministic (seed 0):
-one row per cell. Rows go to ``bench/results/encoder_baselines.jsonl``, the table to ``encoder_baselines.md``.
+(lr 1e-2, 200 epochs, batch 32, class-balanced: the plain loss on these balanced pools) on the unit-length
+vectors; its weight decay is chosen from ``WEIGHT_DECAYS`` by accuracy on the dataset's ``valid`` split (never
+the test set). Deterministic (seed 0): one row per cell. Rows go to ``bench/results/encoder_baselines.jsonl``,
+the table to ``encoder_baselines.md``.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def split(dataset: str, name: str, data_dir: str, raw_dir: str = ""):
 def logistic_regression(x, y, classes: int, weight_decay: float):
   from fewshot_nlu.heads import mlp
   config = mlp.MLPConfig(hidden=(), dropout=0.0, learning_rate=1e-2, epochs=200, batch_size=32, optimizer="adamw",
-                         weight_decay=weight_decay, decay="constant")
+                         weight_decay=weight_decay, decay="constant", class_balanced=True)
   return mlp.train(x, np.eye(classes, dtype=np.float32)[y], config)
 
 

@@ -139,6 +139,35 @@ def test_mlp_learns_separable_classes_and_round_trips(tmp_path):
   np.testing.assert_array_equal(mlp_head.predict_proba(again, features), probs)
 
 
+def test_class_weights_make_every_class_weigh_the_same():
+  onehot = np.eye(4, dtype=np.float32)[[0, 1, 1, 1, 3, 3]]  # class 2 has no rows: 3 classes present
+  weights = mlp_head.class_weights(onehot)
+  np.testing.assert_allclose(weights, [6 / 3, 6 / 9, 6 / 9, 6 / 9, 6 / 6, 6 / 6])
+  np.testing.assert_allclose([weights[onehot[:, c] > 0].sum() for c in (0, 1, 3)], 2.0)
+  assert (mlp_head.class_weights(np.eye(3, dtype=np.float32)[[0, 1, 2, 2, 1, 0]]) == 1.0).all()
+  with pytest.raises(ValueError, match="single-label"):
+    mlp_head.MLPConfig(multilabel=True, class_balanced=True)
+
+
+def test_class_balanced_head_is_the_plain_head_on_a_balanced_pool_and_lifts_a_rare_class():
+  rng = np.random.default_rng(0)
+  centres = rng.normal(size=(3, 8))
+  linear = dict(hidden=(), dropout=0.0, optimizer="adamw", learning_rate=1e-2, epochs=50, decay="constant")
+  labels = np.repeat(np.arange(3), 4)
+  features = (centres[labels] + rng.normal(size=(12, 8))).astype(np.float32)
+  targets = np.eye(3, dtype=np.float32)[labels]
+  plain = mlp_head.train(features, targets, mlp_head.MLPConfig(**linear))
+  balanced = mlp_head.train(features, targets, mlp_head.MLPConfig(**linear, class_balanced=True))
+  np.testing.assert_array_equal(balanced[0]["kernel"], plain[0]["kernel"])  # weights of 1.0: the same steps
+  # one example of class 2 among 20 of classes 0 and 1, which overlap it: balancing raises its probability
+  labels = np.array([0] * 20 + [1] * 20 + [2])
+  features = (centres[labels] * 0.3 + rng.normal(size=(41, 8))).astype(np.float32)
+  targets = np.eye(3, dtype=np.float32)[labels]
+  probe = (centres[2] * 0.3)[None].astype(np.float32)
+  rare = [mlp_head.predict_proba(mlp_head.train(features, targets, mlp_head.MLPConfig(**linear, class_balanced=b)),
+                                 probe)[0, 2] for b in (False, True)]
+  assert rare[1] > rare[0]
+
 # ------------------------------------------------------------------------------------------ intent model
 
 def test_vote_sums_cosines_per_label_and_keeps_the_nearer_on_ties():

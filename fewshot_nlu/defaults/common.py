@@ -79,6 +79,7 @@ def mlp_classifier(**values) -> ml_collections.ConfigDict:
   mlp.warmup_fraction = 0.0
   mlp.decay = "linear"  # after warm-up: "linear" | "cosine" | "constant"
   mlp.label_smoothing = 0.0
+  mlp.class_balanced = False  # single-label: weight rows so every intent counts the same (heads.mlp.class_weights)
   mlp.epochs = 500
   mlp.batch_size = 32
   for key, value in values.items():

@@ -9,7 +9,8 @@ n = 3. Deviations, each measured:
   * ``classifier.kind`` = "linear": logistic regression on the specialised vectors instead of the paper's 1-NN
     (``--config.classifier.kind=knn``): chosen on the datasets' ``valid`` splits, where it beats 1-NN on the
     same encoders in every cell (bench/results/decision_rules.md); weight decay 0, the best of
-    (0, 0.01, 0.1, 1) there;
+    (0, 0.01, 0.1, 1) there; class-balanced (``classifier.linear.class_balanced``: every intent weighs the same in
+    its loss; the same model on a balanced pool, better on a long-tail one's ``valid``: bench/results/peers.md);
   * ``eval.calibration_split`` = "valid" (the benchmark datasets): the out-of-scope threshold (not in the paper)
     is calibrated on the development split's in-scope utterances, by their nearest example's cosine;
   * ``train.packing`` = True: the utterances of a batch packed several to a row (block-diagonal attention; the
@@ -68,7 +69,8 @@ def get_config(dataset: str, shots: str = "10") -> ml_collections.ConfigDict:
   config.classifier.kind = "linear"  # "linear" (logistic regression) | "knn" (the paper's) | "mlp"
   config.classifier.k = 1  # knn: neighbours that vote
   config.classifier.linear = common.mlp_classifier(  # logistic regression, as bench/encoder_baselines.py fits it
-      hidden=(), dropout=0.0, optimizer="adamw", learning_rate=1e-2, weight_decay=0.0, decay="constant", epochs=200)
+      hidden=(), dropout=0.0, optimizer="adamw", learning_rate=1e-2, weight_decay=0.0, decay="constant", epochs=200,
+      class_balanced=True)
   config.classifier.mlp = common.mlp_classifier()  # Casanueva et al. (2020): 2 x 768, dropout 0.75, SGD 0.5
 
   config.eval.before_training = True  # also report k-NN with the untouched encoder

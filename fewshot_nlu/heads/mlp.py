@@ -45,11 +45,14 @@ class MLPConfig:
   weight_decay: float = 0.0  # adamw only; matrices only (``train.optimizer.weight_decay_mask``)
   warmup_fraction: float = 0.0
   decay: str = "linear"  # after warm-up, to 0 at the last step: "linear" | "cosine" | "constant"
+  class_balanced: bool = False  # softmax only: every class weighs the same in the loss (``class_weights``)
   seed: int = 0
 
   def __post_init__(self):
     if self.optimizer not in OPTIMIZERS:
       raise ValueError(f"optimizer={self.optimizer!r} unknown; choose one of {OPTIMIZERS}")
+    if self.class_balanced and self.multilabel:
+      raise ValueError("class_balanced is for single-label (softmax) heads")
     if not 0.0 <= self.label_smoothing < 1.0:
       raise ValueError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
 
@@ -71,7 +74,7 @@ def config_from(section, *, multilabel: bool, seed: int) -> MLPConfig:
                    epochs=section.epochs, batch_size=section.batch_size, multilabel=multilabel,
                    label_smoothing=section.label_smoothing, optimizer=section.optimizer,
                    weight_decay=section.weight_decay, warmup_fraction=section.warmup_fraction, decay=section.decay,
-                   seed=seed)
+                   class_balanced=section.get("class_balanced", False), seed=seed)
 
 
 def init(rng: jax.Array, sizes: tuple[int, ...]) -> list[dict]:
@@ -107,10 +110,21 @@ def loss(out: jax.Array, targets: jax.Array, weights: jax.Array, *, multilabel: 
   return jnp.sum(per_row * weights) / jnp.maximum(jnp.sum(weights), 1.0)
 
 
+def class_weights(targets: np.ndarray) -> np.ndarray:
+  """Per-row weights N / (C' * n_c) for one-hot ``targets`` [N, C] (n_c: the rows of the row's class, C': the
+  classes that have rows): each class's rows sum to N / C', so a class with 1 example weighs as much in the loss
+  as one with 10 (the softmax's bias no longer learns the pool's class frequencies). 1.0 for every row of a
+  balanced pool, where the weighted loss is the plain mean."""
+  counts = targets.sum(axis=0)
+  present = int((counts > 0).sum())
+  return (targets.shape[0] / (present * counts[targets.argmax(axis=1)])).astype(np.float32)
+
+
 def train(features: np.ndarray, targets: np.ndarray, config: MLPConfig = MLPConfig()) -> list[dict]:
   """Trains on ``features`` [N, H] and ``targets`` [N, C] (one-hot, or multi-hot when ``multilabel``).
   Every epoch is a fresh permutation cut into ``batch_size`` batches (the last one shorter: its padding rows
-  carry zero weight); SGD or AdamW with ``train.optimizer.make_schedule`` over all steps."""
+  carry zero weight; with ``class_balanced`` each row carries ``class_weights``); SGD or AdamW with
+  ``train.optimizer.make_schedule`` over all steps."""
   n, dim = features.shape
   steps = math.ceil(n / config.batch_size)
   total = steps * config.epochs
@@ -122,6 +136,7 @@ def train(features: np.ndarray, targets: np.ndarray, config: MLPConfig = MLPConf
   else:
     tx = optax.sgd(schedule)
   x, y = jnp.asarray(features, jnp.float32), jnp.asarray(targets, jnp.float32)
+  row_weights = jnp.asarray(class_weights(np.asarray(targets)) if config.class_balanced else np.ones(n, np.float32))
 
   def step(carry, batch):
     params, opt_state = carry
@@ -135,7 +150,7 @@ def train(features: np.ndarray, targets: np.ndarray, config: MLPConfig = MLPConf
   def epoch(e, carry):
     key = jax.random.fold_in(jax.random.fold_in(rng, 1), e)
     order = jnp.concatenate([jax.random.permutation(key, n), jnp.zeros(steps * config.batch_size - n, int)])
-    weight = (jnp.arange(steps * config.batch_size) < n).astype(jnp.float32)
+    weight = jnp.where(jnp.arange(steps * config.batch_size) < n, row_weights[order], 0.0)
     keys = jax.random.split(jax.random.fold_in(key, 1), steps)
     batches = (order.reshape(steps, -1), weight.reshape(steps, -1), keys)
     return jax.lax.scan(step, carry, batches)[0]
