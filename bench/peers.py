@@ -276,7 +276,7 @@ def long_tail_table(rows: list[dict]) -> list[str]:
              ("SetFit (20 iterations)", "setfit-iterations"),
              ("ConvFiT (ours, shipped 5-shot config: class-balanced logistic regression)", "convfit")]
   lines = [f"## Long tail: intents with {' / '.join(map(str, SKEW_COUNTS))} training examples", "",
-           f"Pools drawn from each dataset's full `train` split per seed (`skewed_folder`): {len(SKEW_COUNTS) - 2} in "
+           f"Pools drawn from each dataset's full `train` split per seed (`skewed_folder`): {sum(c <= RARE for c in SKEW_COUNTS)} in "
            f"{len(SKEW_COUNTS)} intents have 1-{RARE} examples. Accuracy on the full test split / on the test "
            f"utterances of the intents with 1-{RARE} training examples, mean ± std (seeds); time = fit / whole "
            "process in minutes.", "",
