@@ -65,12 +65,12 @@ def cell(encoder, dataset: str, shots: str, data_dir: str, raw_dir: str = "", pr
     layers = logistic_regression(x, y, len(labels), decay)
     by_decay[decay] = (float((mlp.predict_proba(layers, xd).argmax(1) == yd).mean()), layers)
   chosen = max(WEIGHT_DECAYS, key=lambda d: by_decay[d][0])
-  extra = {"knn_predicted": [labels[i] for i in nearest(xt)],
-           "logreg_predicted": [labels[i] for i in mlp.predict_proba(by_decay[chosen][1], xt).argmax(1)]
-           } if predictions else {}
+  knn_test, logreg_test = nearest(xt), mlp.predict_proba(by_decay[chosen][1], xt).argmax(1)
+  extra = {"knn_predicted": [labels[i] for i in knn_test],
+           "logreg_predicted": [labels[i] for i in logreg_test]} if predictions else {}
   return {**extra, "dataset": dataset, "shots": shots, "pool": len(pool.texts), "num_test": len(test.texts),
-          "knn_test": float((nearest(xt) == yt).mean()), "knn_valid": float((nearest(xd) == yd).mean()),
-          "logreg_test": float((mlp.predict_proba(by_decay[chosen][1], xt).argmax(1) == yt).mean()),
+          "knn_test": float((knn_test == yt).mean()), "knn_valid": float((nearest(xd) == yd).mean()),
+          "logreg_test": float((logreg_test == yt).mean()),
           "logreg_valid": by_decay[chosen][0], "logreg_weight_decay": chosen,
           "seconds": round(time.perf_counter() - start, 1)}
 

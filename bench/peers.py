@@ -49,7 +49,7 @@ from collections import Counter
 
 import numpy as np
 
-from runner import REPO, RESULTS, load_rows, machine, run_main
+from runner import REPO, RESULTS, load_rows, machine, mean_std, run_main
 
 ROWS = RESULTS / "peers.jsonl"
 QAID_ROWS = RESULTS / "qaid.jsonl"  # bench/qaid.py's runs of the same shipped configs (ConvFiT and QAID)
@@ -187,17 +187,17 @@ def run_convfit(dataset: str, shots: str, seed: int, workdir: pathlib.Path, data
     args = [f"--config=configs/convfit_{dataset}.py:5", *args[1:], "--config.data.builder=intent_folder",
             f"--config.data.raw_dir={os.path.relpath(raw_dir, REPO)}", f"--config.data.train_split=train_{SKEWED}"]
   run_dir = workdir / f"convfit-{dataset}-{shots}-seed{seed}"
-  row = run_main(f"convfit-{dataset}-{shots}", seed, args, run_dir, ROWS)
-  if row and shots == SKEWED:  # run_main appended the row: rewrite it with the accuracy by training count
+
+  def add_correct_by_train_count(results: dict) -> None:
     import csv
     with open(run_dir / "predictions.tsv", encoding="utf-8", newline="") as f:
       predicted = [r["predicted"] for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
     if len(predicted) != len(test.texts):
       raise SystemExit(f"{run_dir}/predictions.tsv: {len(predicted)} rows for {len(test.texts)} test utterances")
-    row["results"]["correct_by_train_count"] = correct_by_train_count(pool.labels, test.labels, predicted)
-    lines = ROWS.read_text(encoding="utf-8").splitlines()
-    ROWS.write_text("\n".join(lines[:-1] + [json.dumps(row)]) + "\n", encoding="utf-8")
-  return row
+    results["correct_by_train_count"] = correct_by_train_count(pool.labels, test.labels, predicted)
+
+  return run_main(f"convfit-{dataset}-{shots}", seed, args, run_dir, ROWS,
+                  amend=add_correct_by_train_count if shots == SKEWED else None)
 
 
 def run_encoder(dataset: str, seed: int, data_dir: str, root: pathlib.Path) -> list[dict]:
@@ -229,11 +229,16 @@ def _cell_rows(rows: list[dict], name: str, dataset: str, shots: str) -> list[di
 
 
 def _acc(rows: list[dict]) -> str:
-  values = [100 * r["results"]["accuracy"] for r in rows]
-  if not values:
-    return "–"
-  text = f"{statistics.mean(values):.2f}"
-  return (text + f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else text) + f" ({len(values)})"
+  return f"{mean_std([r['results']['accuracy'] for r in rows])} ({len(rows)})" if rows else "–"
+
+
+def _setfit_fit_seconds(row: dict) -> float:
+  return row["results"]["fit_seconds"]
+
+
+def _convfit_fit_seconds(row: dict) -> float:
+  """Stage 2's train loop (compiles included) plus the classifier."""
+  return row["results"].get("stage2_seconds", 0) + row["results"].get("classifier_seconds", 0)
 
 
 def _minutes(rows: list[dict], fit_key) -> str:
@@ -257,11 +262,8 @@ def _our_rows() -> list[dict]:
 
 
 def _rare(rows: list[dict]) -> str:
-  values = [100 * rare_accuracy(r["results"]["correct_by_train_count"]) for r in rows
-            if "correct_by_train_count" in r["results"]]
-  if not values:
-    return "–"
-  return f"{statistics.mean(values):.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
+  return mean_std([rare_accuracy(r["results"]["correct_by_train_count"]) for r in rows
+                   if "correct_by_train_count" in r["results"]])
 
 
 def long_tail_table(rows: list[dict]) -> list[str]:
@@ -270,23 +272,23 @@ def long_tail_table(rows: list[dict]) -> list[str]:
   datasets = [d for d in DATASETS if any(r["name"].endswith(f"-{d}-{SKEWED}") for r in rows)]
   if not datasets:
     return []
-  fit = {"convfit": lambda r: r["results"].get("stage2_seconds", 0) + r["results"].get("classifier_seconds", 0)}
   methods = [("MiniLM 1-NN (untouched)", "encoder-1nn"),
              ("MiniLM + logistic regression (untouched, class-balanced)", "encoder-lr"),
              ("SetFit (20 iterations)", "setfit-iterations"),
              ("ConvFiT (ours, shipped 5-shot config: class-balanced logistic regression)", "convfit")]
   lines = [f"## Long tail: intents with {' / '.join(map(str, SKEW_COUNTS))} training examples", "",
-           f"Pools drawn from each dataset's full `train` split per seed (`skewed_folder`): {sum(c <= RARE for c in SKEW_COUNTS)} in "
-           f"{len(SKEW_COUNTS)} intents have 1-{RARE} examples. Accuracy on the full test split / on the test "
-           f"utterances of the intents with 1-{RARE} training examples, mean ± std (seeds); time = fit / whole "
-           "process in minutes.", "",
+           "Pools drawn from each dataset's full `train` split per seed (`skewed_folder`): "
+           f"{sum(c <= RARE for c in SKEW_COUNTS)} in {len(SKEW_COUNTS)} intents have 1-{RARE} examples. Accuracy on "
+           f"the full test split / on the test utterances of the intents with 1-{RARE} training examples, mean ± std "
+           "(seeds); time = fit / whole process in minutes.", "",
            "| method | " + " | ".join(f"{d} acc | {d} acc, 1-{RARE}-example intents | {d} time" for d in datasets)
            + " |", "| --- |" + " ---: | ---: | ---: |" * len(datasets)]
   for label, prefix in methods:
     cells = []
     for d in datasets:
       rs = [r for r in rows if r["name"] == f"{prefix}-{d}-{SKEWED}"]
-      cells += [_acc(rs), _rare(rs), _minutes(rs, fit.get(prefix, lambda r: r["results"]["fit_seconds"]))]
+      fit_key = _convfit_fit_seconds if prefix == "convfit" else _setfit_fit_seconds  # the encoder's rows: as SetFit's
+      cells += [_acc(rs), _rare(rs), _minutes(rs, fit_key)]
     if any(c != "–" for c in cells):
       lines.append(f"| {label} | " + " | ".join(cells) + " |")
   return lines + [""]
@@ -295,13 +297,12 @@ def long_tail_table(rows: list[dict]) -> list[str]:
 def write_table() -> None:
   rows = _our_rows()
   baselines = {(r["dataset"], r["shots"]): r for r in load_rows(BASELINES)}
-  peers = [("SetFit (20 iterations)", "setfit-iterations-{dataset}-{shots}", lambda r: r["results"]["fit_seconds"]),
-           ("SetFit (library default sampling)", "setfit-oversampling-{dataset}-{shots}",
-            lambda r: r["results"]["fit_seconds"]),
+  peers = [("SetFit (20 iterations)", "setfit-iterations-{dataset}-{shots}", _setfit_fit_seconds),
+           ("SetFit (library default sampling)", "setfit-oversampling-{dataset}-{shots}", _setfit_fit_seconds),
            ("ConvFiT, the paper's 1-NN on padded rows (shipped until 2026-11-25)", "convfit1nn-{dataset}-{shots}",
-            lambda r: r["results"].get("stage2_seconds", 0) + r["results"].get("classifier_seconds", 0)),
+            _convfit_fit_seconds),
            ("ConvFiT (ours, shipped config: packed rows, logistic regression)", "convfit-{dataset}-{shots}",
-            lambda r: r["results"].get("stage2_seconds", 0) + r["results"].get("classifier_seconds", 0)),
+            _convfit_fit_seconds),
            ("QAID (ours, shipped config)", "qaid-{dataset}-{shots}",
             lambda r: r["results"]["train_seconds"])]
   lines = ["# Peers on the same splits (bench/peers.py)", "",

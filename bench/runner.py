@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Callable
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -27,10 +28,11 @@ def rerun_command(script: str) -> str:
 def machine() -> str:
   return f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}."
 
-def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path, rows_file: pathlib.Path
-             ) -> dict | None:
+def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path, rows_file: pathlib.Path,
+             amend: Callable[[dict], None] | None = None) -> dict | None:
   """Runs ``fewshot_nlu.main`` with ``config_args`` into ``workdir``; returns the appended row (None when the
-  run had already finished). Raises SystemExit with the run's stderr tail if it fails."""
+  run had already finished). ``amend`` adds to the run's results (read from ``results.json``) before the row is
+  written. Raises SystemExit with the run's stderr tail if it fails."""
   if (workdir / "results.json").exists():
     return None
   cmd = [sys.executable, "-m", "fewshot_nlu.main", *config_args[:1], f"--workdir={workdir}", *config_args[1:]]
@@ -43,6 +45,8 @@ def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path
     print(proc.stderr[-3000:], file=sys.stderr)
     raise SystemExit(f"{name} seed {seed} failed (exit {proc.returncode})")
   result = json.loads((workdir / "results.json").read_text())
+  if amend:
+    amend(result)
   row = {"name": name, "seed": seed, "wall_seconds": round(wall, 1),
          "command": "python -m fewshot_nlu.main " + " ".join(config_args),
          "results": result, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"}
