@@ -30,9 +30,10 @@ STAGE1_OVERRIDES = ("--config.train.batch_size=64", "--config.train.max_steps=80
 PAPER = {"banking77": 87.38, "clinc150": 92.89, "hwu64": 85.32}
 
 # The rows here compare variants of the paper's method as it was shipped until 2026-11-25: the paper's 1-NN on
-# padded rows, unless a variant sets these fields itself (today's shipped ConvFiT, packed rows + logistic
+# padded rows in the projected space, unless a variant sets these fields itself (today's shipped ConvFiT, packed rows + logistic
 # regression, is measured by bench/peers.py; the decision rules by bench/decision_rules.py).
-PAPER_DEFAULTS = {"--config.classifier.kind": "knn", "--config.train.packing": "False"}
+PAPER_DEFAULTS = {"--config.classifier.kind": "knn", "--config.classifier.space": "projected",
+                  "--config.train.packing": "False"}
 
 # name -> (datasets, overrides, seeds?) ; "{s1}" is replaced by the Stage 1 export folder
 VARIANTS = {

@@ -1,5 +1,6 @@
-"""What a user gets from the untouched encoder, the floor every intent method must clear: 1-NN (cosine) and
-logistic regression on the shipped MiniLM-L6's sentence vectors, over the same few-shot pools the methods train
+"""What a user gets from the untouched encoder, the floor every intent method must clear: 1-NN (cosine), class
+prototypes (the nearest class mean, ``evaluation.prototypes``) and logistic regression on the shipped MiniLM-L6's
+sentence vectors, over the same few-shot pools the methods train
 on (BANKING77 / CLINC150 / HWU64, 5 and 10 shots), scored on the full test sets.
 
   python bench/encoder_baselines.py --write
@@ -50,7 +51,8 @@ def logistic_regression(x, y, classes: int, weight_decay: float):
 
 def cell(encoder, dataset: str, shots: str, data_dir: str, raw_dir: str = "", predictions: bool = False) -> dict:
   """The cell's row; ``raw_dir``: read the splits from that ``intent_folder`` instead; ``predictions``: add each
-  decision's predicted test labels (``knn_predicted`` / ``logreg_predicted``)."""
+  decision's predicted test labels (``knn_predicted`` / ``proto_predicted`` / ``logreg_predicted``)."""
+  from fewshot_nlu.evaluation import prototypes
   from fewshot_nlu.heads import mlp
   pool, dev, test = (split(dataset, s, data_dir, raw_dir) for s in (f"train_{shots}", "valid", "test"))
   labels = sorted(set(pool.labels))
@@ -60,16 +62,20 @@ def cell(encoder, dataset: str, shots: str, data_dir: str, raw_dir: str = "", pr
   y = np.array([index[l] for l in pool.labels])
   yd, yt = (np.array([index.get(l, -1) for l in s.labels]) for s in (dev, test))
   nearest = lambda q: y[np.argmax(q @ x.T, axis=1)]  # noqa: E731  (vectors are unit length)
+  names, means = prototypes.prototypes(x, pool.labels)  # names == labels: both sorted
+  prototype = lambda q: np.argmax(q @ means.T, axis=1)  # noqa: E731
   by_decay = {}
   for decay in WEIGHT_DECAYS:
     layers = logistic_regression(x, y, len(labels), decay)
     by_decay[decay] = (float((mlp.predict_proba(layers, xd).argmax(1) == yd).mean()), layers)
   chosen = max(WEIGHT_DECAYS, key=lambda d: by_decay[d][0])
   knn_test, logreg_test = nearest(xt), mlp.predict_proba(by_decay[chosen][1], xt).argmax(1)
-  extra = {"knn_predicted": [labels[i] for i in knn_test],
+  proto_test = prototype(xt)
+  extra = {"knn_predicted": [labels[i] for i in knn_test], "proto_predicted": [labels[i] for i in proto_test],
            "logreg_predicted": [labels[i] for i in logreg_test]} if predictions else {}
   return {**extra, "dataset": dataset, "shots": shots, "pool": len(pool.texts), "num_test": len(test.texts),
           "knn_test": float((knn_test == yt).mean()), "knn_valid": float((nearest(xd) == yd).mean()),
+          "proto_test": float((proto_test == yt).mean()), "proto_valid": float((prototype(xd) == yd).mean()),
           "logreg_test": float((logreg_test == yt).mean()),
           "logreg_valid": by_decay[chosen][0], "logreg_weight_decay": chosen,
           "seconds": round(time.perf_counter() - start, 1)}
@@ -78,12 +84,13 @@ def cell(encoder, dataset: str, shots: str, data_dir: str, raw_dir: str = "", pr
 def write_table(rows: list[dict], command: str) -> None:
   lines = ["# The untouched encoder: 1-NN and logistic regression (bench/encoder_baselines.py)", "",
            __doc__.split("\n\n")[0].replace("\n", " "), "", machine(), "", f"Command: `{command}`", "",
-           "| dataset | shots | pool | 1-NN test | logistic regression test | (valid: 1-NN / LR, LR weight decay) |",
-           "|---|---|---|---|---|---|"]
+           "| dataset | shots | pool | 1-NN test | prototypes test | logistic regression test "
+           "| (valid: 1-NN / prototypes / LR, LR weight decay) |",
+           "|---|---|---|---|---|---|---|"]
   for r in rows:
     lines.append(f"| {r['dataset']} | {r['shots']} | {r['pool']} | {100 * r['knn_test']:.2f} | "
-                 f"{100 * r['logreg_test']:.2f} | {100 * r['knn_valid']:.2f} / {100 * r['logreg_valid']:.2f}, "
-                 f"{r['logreg_weight_decay']:g} |")
+                 f"{100 * r['proto_test']:.2f} | {100 * r['logreg_test']:.2f} | {100 * r['knn_valid']:.2f} / "
+                 f"{100 * r['proto_valid']:.2f} / {100 * r['logreg_valid']:.2f}, {r['logreg_weight_decay']:g} |")
   (RESULTS / "encoder_baselines.md").write_text("\n".join(lines) + "\n")
 
 
@@ -100,8 +107,9 @@ def main():
     for shots in SHOTS:
       rows.append({**cell(encoder, dataset, shots, args.data_dir), "model": args.model})
       r = rows[-1]
-      print(f"{dataset} {shots}-shot: 1-NN {100 * r['knn_test']:.2f}  LR {100 * r['logreg_test']:.2f} "
-            f"(valid {100 * r['knn_valid']:.2f} / {100 * r['logreg_valid']:.2f})", flush=True)
+      print(f"{dataset} {shots}-shot: 1-NN {100 * r['knn_test']:.2f}  prototypes {100 * r['proto_test']:.2f}  "
+            f"LR {100 * r['logreg_test']:.2f} (valid {100 * r['knn_valid']:.2f} / {100 * r['proto_valid']:.2f} / "
+            f"{100 * r['logreg_valid']:.2f})", flush=True)
   if args.write:
     ROWS.write_text("".join(json.dumps(r) + "\n" for r in rows))
     write_table(rows, rerun_command(__file__))

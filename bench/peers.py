@@ -201,8 +201,8 @@ def run_convfit(dataset: str, shots: str, seed: int, workdir: pathlib.Path, data
 
 
 def run_encoder(dataset: str, seed: int, data_dir: str, root: pathlib.Path) -> list[dict]:
-  """The untouched encoder's 1-NN and logistic regression on this seed's long-tail pool (bench/encoder_baselines.py's
-  ``cell``); two rows."""
+  """The untouched encoder's 1-NN, prototypes and logistic regression on this seed's long-tail pool
+  (bench/encoder_baselines.py's ``cell``); three rows."""
   from encoder_baselines import cell
   from fewshot_nlu.encoders.sentence import SentenceEncoder
   pool, test, raw_dir = pool_and_test(dataset, SKEWED, seed, data_dir, root)
@@ -211,7 +211,7 @@ def run_encoder(dataset: str, seed: int, data_dir: str, root: pathlib.Path) -> l
   r = cell(encoder, dataset, SKEWED, data_dir, raw_dir, predictions=True)
   wall = round(time.perf_counter() - start, 1)
   rows = []
-  for key, name in (("knn", "encoder-1nn"), ("logreg", "encoder-lr")):
+  for key, name in (("knn", "encoder-1nn"), ("proto", "encoder-proto"), ("logreg", "encoder-lr")):
     rows.append({"name": f"{name}-{dataset}-{SKEWED}", "dataset": dataset, "shots": SKEWED, "seed": seed,
                  "wall_seconds": wall, "results": {
                      "accuracy": r[f"{key}_test"], "num_eval": r["num_test"], "num_pool": r["pool"],
@@ -272,10 +272,10 @@ def long_tail_table(rows: list[dict]) -> list[str]:
   datasets = [d for d in DATASETS if any(r["name"].endswith(f"-{d}-{SKEWED}") for r in rows)]
   if not datasets:
     return []
-  methods = [("MiniLM 1-NN (untouched)", "encoder-1nn"),
+  methods = [("MiniLM 1-NN (untouched)", "encoder-1nn"), ("MiniLM prototypes (untouched)", "encoder-proto"),
              ("MiniLM + logistic regression (untouched, class-balanced)", "encoder-lr"),
              ("SetFit (20 iterations)", "setfit-iterations"),
-             ("ConvFiT (ours, shipped 5-shot config: class-balanced logistic regression)", "convfit")]
+             ("ConvFiT (ours, shipped 5-shot config: decision rule chosen on valid)", "convfit")]
   lines = [f"## Long tail: intents with {' / '.join(map(str, SKEW_COUNTS))} training examples", "",
            "Pools drawn from each dataset's full `train` split per seed (`skewed_folder`): "
            f"{sum(c <= RARE for c in SKEW_COUNTS)} in {len(SKEW_COUNTS)} intents have 1-{RARE} examples. Accuracy on "
@@ -301,7 +301,7 @@ def write_table() -> None:
            ("SetFit (library default sampling)", "setfit-oversampling-{dataset}-{shots}", _setfit_fit_seconds),
            ("ConvFiT, the paper's 1-NN on padded rows (shipped until 2026-11-25)", "convfit1nn-{dataset}-{shots}",
             _convfit_fit_seconds),
-           ("ConvFiT (ours, shipped config: packed rows, logistic regression)", "convfit-{dataset}-{shots}",
+           ("ConvFiT (ours, shipped config: decision rule chosen on valid)", "convfit-{dataset}-{shots}",
             _convfit_fit_seconds),
            ("QAID (ours, shipped config)", "qaid-{dataset}-{shots}",
             lambda r: r["results"]["train_seconds"])]
@@ -312,12 +312,12 @@ def write_table() -> None:
   for shots in SHOTS:
     lines += [f"## {shots}-shot", "", "| method | " + " | ".join(f"{d} acc | {d} time" for d in DATASETS) + " |",
               "| --- |" + " ---: | ---: |" * len(DATASETS)]
-    for label, key in (("MiniLM 1-NN (untouched)", "knn_test"), ("MiniLM + logistic regression (untouched)",
-                                                                  "logreg_test")):
+    for label, key in (("MiniLM 1-NN (untouched)", "knn_test"), ("MiniLM prototypes (untouched)", "proto_test"),
+                       ("MiniLM + logistic regression (untouched)", "logreg_test")):
       cells = []
       for d in DATASETS:
         b = baselines.get((d, shots))
-        cells += [f"{100 * b[key]:.2f}" if b else "–", f"{b['seconds'] / 60:.1f}" if b else "–"]
+        cells += [f"{100 * b[key]:.2f}" if b and key in b else "–", f"{b['seconds'] / 60:.1f}" if b else "–"]
       lines.append(f"| {label} | " + " | ".join(cells) + " |")
     for label, name, fit_key in peers:
       cells = []
@@ -382,12 +382,13 @@ def main() -> None:
             print(f"convfit-{dataset}-{shots} seed {seed}: {100 * row['results']['accuracy']:.2f} "
                   f"in {row['wall_seconds']} s")
         if "encoder" in peers and shots == SKEWED:
-          done = {(r["name"], r["seed"]) for r in load_rows(ROWS)}
-          if (f"encoder-lr-{dataset}-{SKEWED}", seed) not in done:
-            with open(ROWS, "a", encoding="utf-8") as f:
-              for row in run_encoder(dataset, seed, args.data_dir, pathlib.Path(args.workdirs) / "data"):
-                f.write(json.dumps(row) + "\n")
-                print(f"{row['name']} seed {seed}: {100 * row['results']['accuracy']:.2f}")
+          if not any(r["name"] == f"encoder-proto-{dataset}-{SKEWED}" and r["seed"] == seed for r in load_rows(ROWS)):
+            new = run_encoder(dataset, seed, args.data_dir, pathlib.Path(args.workdirs) / "data")
+            names = {r["name"] for r in new}  # replaces rows of an older run_encoder (deterministic)
+            kept = [r for r in load_rows(ROWS) if not (r["name"] in names and r["seed"] == seed)]
+            ROWS.write_text("".join(json.dumps(r) + "\n" for r in kept + new))
+            for row in new:
+              print(f"{row['name']} seed {seed}: {100 * row['results']['accuracy']:.2f}")
         write_table()
   write_table()
 

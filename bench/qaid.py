@@ -62,7 +62,8 @@ VARIANTS = {
     # logistic regression) is bench/peers.py's row
     "convfit1nn": ("ConvFiT (OCL, 1-NN, padded)", ("--config=configs/convfit_{dataset}.py:{shots}",
                                                    "--config.eval.before_training=False",
-                                                   "--config.classifier.kind=knn", "--config.train.packing=False")),
+                                                   "--config.classifier.kind=knn", "--config.classifier.space=projected",
+                                                   "--config.train.packing=False")),
 }
 # Table 3's ablations: each the shipped QAID run with one change, and the paper's row it corresponds to.
 ABLATIONS = {

@@ -14,7 +14,7 @@ from configs import convfit_base
 from configs import convfit_stage1 as stage1_config
 from fewshot_nlu import main, predict, sharding
 from fewshot_nlu.config_checks import ConfigError
-from fewshot_nlu.data import batching, samplers
+from fewshot_nlu.data import batching, samplers, splits
 from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.encoders import projection as projection_head
 from fewshot_nlu.encoders.sentence import SentenceEncoder
@@ -192,6 +192,29 @@ def test_intent_model_predicts_explains_grows_and_round_trips(tiny_bert_dir, tmp
   assert len(loaded.index) == 7
 
 
+def test_prototype_classifier_is_the_nearest_class_mean_and_follows_the_index(tiny_bert_dir, tmp_path):
+  encoder = SentenceEncoder.from_pretrained(str(tiny_bert_dir), max_length=32)
+  texts, labels = tiny.CORPUS[:6], ["bank", "weather", "food", "music", "bank", "bank"]
+  model = IntentModel.from_examples(encoder, texts, labels, classifier="prototype")
+  x = encoder.encode(texts)
+  x = x / np.linalg.norm(x, axis=1, keepdims=True)
+  means = {l: x[[i for i, m in enumerate(labels) if m == l]].mean(0) for l in model.labels}  # numpy reference
+  queries = encoder.encode(tiny.CORPUS)
+  queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+  expected = np.stack([queries @ (means[l] / np.linalg.norm(means[l])) for l in model.labels], axis=1)
+  np.testing.assert_allclose(model.scores(tiny.CORPUS), expected, rtol=1e-5, atol=1e-5)
+  predictions = model.predict(tiny.CORPUS)
+  assert [p.label for p in predictions] == [model.labels[i] for i in expected.argmax(1)]
+  np.testing.assert_allclose([p.score for p in predictions], expected.max(1), rtol=1e-5, atol=1e-5)
+  assert predictions[0].neighbours[0].text == texts[0]  # the nearest examples are still the evidence
+  model.add_examples([tiny.CORPUS[6]], ["alarm"])  # a new intent's prototype at once, nothing retrained
+  assert model.predict([tiny.CORPUS[6]])[0].label == "alarm"
+  assert model.rejection_score == "nearest"
+  model.save(tmp_path / "export")
+  loaded = IntentModel.load(tmp_path / "export")
+  assert loaded.classifier == "prototype" and loaded.predict(tiny.CORPUS) == model.predict(tiny.CORPUS)
+
+
 def test_a_linear_head_learns_added_intents_and_the_grown_export_keeps_it(tiny_bert_dir, tmp_path):
   encoder = SentenceEncoder.from_pretrained(str(tiny_bert_dir), max_length=32)
   texts, labels = tiny.CORPUS[:6], ["bank", "weather", "food", "music", "bank", "bank"]
@@ -248,36 +271,45 @@ def toy_intents(tmp_path):
 @pytest.mark.parametrize("overrides,variant", [
     # the shipped default: packed rows, logistic regression, rejection calibrated on a held-out split
     ({"eval__calibration_split": "test"}, "LM+S2-OCL (linear)"),
-    ({"classifier__kind": "knn", "train__packing": False}, "LM+S2-OCL (knn)"),
+    ({"classifier__kind": "knn", "classifier__space": "projected", "train__packing": False}, "LM+S2-OCL (knn)"),
     ({"stage2__loss": "smax", "stage2__sampling": "paper", "stage2__negatives": 1, "classifier__kind": "knn"},
      "LM+S2-SMAX (knn)"),
     pytest.param({"stage2__loss": "cos", "classifier__kind": "mlp", "model__init": "random"}, "RAND+S2-COS (mlp)",
                  marks=pytest.mark.slow),
     ({"stage2__enabled": False, "eval__extra_pool_splits": ("test",), "classifier__kind": "knn"}, "LM (knn)"),
 ])
-def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, variant):
+def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, variant, caplog):
   config = _stage2_config(toy_intents, tiny_bert_dir, **overrides)
   results = main.run(config, tmp_path / "run")
   assert results["variant"] == variant
+  kind = results["classifier"]  # the default, "auto", without a development split takes its first candidate
+  if config.classifier.kind == "auto":
+    assert kind == "linear" and results["classifier_selection"] == {"split": "", "chosen": "linear"}
+    assert "4 of 4 intents have 1-3 examples" in caplog.text  # the toy pool is all long tail: a hint
   rows = [r.split("\t") for r in (tmp_path / "run" / "predictions.tsv").read_text().splitlines()[1:]]
   assert results["accuracy"] == sum(r[1] == r[2] for r in rows) / len(rows)
-  if config.classifier.kind == "knn" and not config.eval.extra_pool_splits:
+  if kind == "knn" and not config.eval.extra_pool_splits:
     # Both test utterances are training utterances under another label (on purpose): 1-NN finds the training
     # copy (cosine 1) and predicts its label, whatever Stage 2 did to the encoder, so the accuracy is exactly 0.
     assert [r[2:4] for r in rows] == [["music", "1.0000"], ["chat", "1.0000"]] and results["accuracy"] == 0
   export = tmp_path / "run" / "export"
   loaded = IntentModel.load(export)
-  assert loaded.classifier == convfit.CLASSIFIERS[config.classifier.kind]  # logistic regression: a softmax head
-  if config.classifier.kind == "linear":
-    assert [len(layer["kernel"]) for layer in loaded.mlp] == [512]  # one layer, on the projected vectors
+  assert loaded.classifier == convfit.CLASSIFIERS[kind]  # logistic regression: a softmax head
+  projected = config.stage2.enabled and config.classifier.space == "projected"
+  assert loaded.encoder.dim == (512 if projected else tiny.HIDDEN)
+  assert results.get("classifier_space", "pooled") == ("projected" if projected else "pooled")
+  if kind == "linear":
+    assert [len(layer["kernel"]) for layer in loaded.mlp] == [tiny.HIDDEN]  # one layer, on the pooled vectors
     nearest = [r[4].split(" | ")[0].rpartition(" [")[2].rpartition(" ")[0] == r[1] for r in rows]  # 1st evidence
     assert results["nearest_neighbour_accuracy"] == sum(nearest) / len(nearest)
   assert [p.label for p in loaded.predict([r[0] for r in rows])] == [r[2] for r in rows]  # the export agrees
-  if config.stage2.enabled:
-    assert results["steps"] > 0 and (export / "projection.safetensors").exists()
+  # the down-projection trains with Stage 2 and is exported only when the classifier reads its space
+  assert (export / "projection.safetensors").exists() == projected == (export / "2_Dense").exists()
+  if projected:
     dense = json.loads((export / "2_Dense" / "config.json").read_text())  # for sentence-transformers
     assert dense["out_features"] == 512 and dense["activation_function"].endswith("Tanh")
-    assert loaded.encoder.dim == 512
+  if config.stage2.enabled:
+    assert results["steps"] > 0
     lines = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [l["step"] for l in lines if "train/loss" in l] == list(range(1, results["steps"] + 1))
   else:
@@ -293,11 +325,30 @@ def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, vari
   report = report_checks.assert_report_matches_predictions(tmp_path / "run")
   assert ("specialised encoder" in report) == config.stage2.enabled and "took" in report.splitlines()[-1]
   assert loaded.rejection.to_dict() == results["rejection"]  # calibrated at export, saved with it
-  assert loaded.rejection.score == ("prediction" if config.classifier.kind == "knn" else "nearest")
+  assert loaded.rejection.score == ("prediction" if kind == "knn" else "nearest")
   if config.eval.calibration_split:  # on the split's utterances, not the pool
     assert loaded.rejection.rule.endswith("of 2 intent_folder/test in-scope utterances") and loaded.rejection.rows == 2
   else:
     assert loaded.rejection.rule.startswith("leave-one-out")
+
+
+def test_auto_classifier_is_the_candidate_most_accurate_on_the_development_split(tmp_path, tiny_bert_dir,
+                                                                                  toy_intents):
+  config = _stage2_config(toy_intents, tiny_bert_dir, classifier__select_split="train", train__epochs=1,
+                          classifier__candidates=("knn", "prototype", "linear"))
+  results = main.run(config, tmp_path / "run")
+  selection = results["classifier_selection"]
+  assert selection["split"] == "train" and list(selection["accuracy"]) == ["knn", "prototype", "linear"]
+  # recomputed from the exported encoder: each candidate fitted on the pool, scored on the split
+  loaded = IntentModel.load(tmp_path / "run" / "export")
+  train = splits.read_split(config, "train")
+  for kind, accuracy in selection["accuracy"].items():
+    model = IntentModel.from_examples(loaded.encoder, train.texts, train.labels, label_names=train.label_names,
+                                      classifier=convfit.CLASSIFIERS[kind], head=convfit._mlp_config(config, kind))
+    assert accuracy == pytest.approx(np.mean([p.label == g for p, g in zip(model.predict(train.texts), train.labels)]))
+  assert selection["accuracy"]["knn"] == 1.0  # 1-NN finds each pool utterance itself: ties go to the first listed
+  assert selection["chosen"] == "knn" == results["classifier"] and loaded.classifier == "knn"
+  assert results["variant"] == "LM+S2-OCL (knn)"
 
 
 def test_stage2_config_errors_name_the_field(tmp_path, tiny_bert_dir, toy_intents):
@@ -306,7 +357,11 @@ def test_stage2_config_errors_name_the_field(tmp_path, tiny_bert_dir, toy_intent
                              ({"eval__extra_pool_splits": ("dev",)}, "config.eval.extra_pool_splits: 'dev'"),
                              ({"eval__calibration_split": "dev"},
                               "config.eval.calibration_split: 'dev' .*; --config.eval.calibration_split= \\(empty\\)"),
-                             ({"classifier__k": 0}, "config.classifier.k: must be a positive number")]:
+                             ({"classifier__k": 0}, "config.classifier.k: must be a positive number"),
+                             ({"classifier__candidates": ("linear", "svm")},
+                              r"config.classifier.candidates\[1\]: 'svm' is no classifier"),
+                             ({"classifier__select_split": "dev"}, "config.classifier.select_split: 'dev'"),
+                             ({"classifier__space": "hidden"}, "config.classifier.space: 'hidden' is not one of")]:
     with pytest.raises(ConfigError, match=message):
       main.run(_stage2_config(toy_intents, tiny_bert_dir, **overrides), tmp_path / "w")
 

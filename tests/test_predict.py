@@ -63,14 +63,14 @@ def _check_protocol(model, texts):
 
 # ------------------------------------------------------------------------------------ intent models
 
-@pytest.mark.parametrize("classifier", ["knn", "mlp"])
+@pytest.mark.parametrize("classifier", ["knn", "mlp", "prototype"])
 def test_intent_model_export_answers_and_grows(encoder, tmp_path, capsys, classifier):
   head = mlp_head.MLPConfig(hidden=(16,), dropout=0.0, epochs=5) if classifier == "mlp" else None
   model = IntentModel.from_examples(encoder, TEXTS, LABELS, classifier=classifier, head=head)  # MLP: fitted here
   scores, predictions = _check_protocol(model, TEXTS)
   assert [model.labels[i] for i in scores.argmax(1)] == [p.label for p in predictions]
-  if classifier == "knn":
-    np.testing.assert_allclose(scores.max(1), [p.score for p in predictions], rtol=1e-5, atol=1e-6)  # k = 1: the cosine
+  if classifier != "mlp":  # k = 1: the cosine; prototypes: the nearest prototype's cosine
+    np.testing.assert_allclose(scores.max(1), [p.score for p in predictions], rtol=1e-5, atol=1e-6)
   else:
     np.testing.assert_allclose(scores.sum(1), 1.0, rtol=1e-5, atol=1e-6)
   export = model.save(tmp_path / "export")
@@ -80,7 +80,7 @@ def test_intent_model_export_answers_and_grows(encoder, tmp_path, capsys, classi
   code, out, _ = _run(["--model", str(export), "--neighbours", "2", TEXTS[3]], capsys)
   lines = out.splitlines()
   assert code == 0 and lines[0] == TEXTS[3] and lines[1].startswith("  -> ") and len(lines) == 4
-  if classifier == "knn":
+  if classifier != "mlp":  # music's one example: its own nearest example and prototype
     assert lines[1] == "  -> music  (1.000)" and lines[2].endswith(TEXTS[3])
 
   extra = tmp_path / "extra.tsv"
@@ -94,7 +94,8 @@ def test_intent_model_export_answers_and_grows(encoder, tmp_path, capsys, classi
   grown = models.load(export)
   assert len(grown) == 7
   assert grown.labels[-1] == "alarm" and grown.scores([tiny.CORPUS[6]]).shape == (1, 5)  # a new intent
-  if classifier == "knn":  # its own copy is the nearest example (the MLP, retrained for 5 epochs, may disagree)
+  if classifier != "mlp":  # its own copy is the nearest example and the prototype (the MLP, retrained for 5
+    # epochs, may disagree)
     assert row["label"] == "alarm"
   else:
     assert [len(layer["bias"]) for layer in grown.mlp] == [16, 5]  # retrained with the new label, saved

@@ -6,11 +6,19 @@ decay; 10 / 5 / 2 epochs and n = 3 / 3 / 1 negatives for 10-shot / 30-shot / ful
 n = 3. Deviations, each measured:
   * ``stage2.sampling`` = "fast" (P x K batches, all in-batch pairs) instead of the paper's pair lists ("paper"):
     bench/results/convfit.md;
-  * ``classifier.kind`` = "linear": logistic regression on the specialised vectors instead of the paper's 1-NN
+  * logistic regression on the specialised vectors (``classifier.kind=linear``) instead of the paper's 1-NN
     (``--config.classifier.kind=knn``): chosen on the datasets' ``valid`` splits, where it beats 1-NN on the
-    same encoders in every cell (bench/results/decision_rules.md); weight decay 0, the best of
+    same encoders in every balanced few-shot cell (bench/results/decision_rules.md); weight decay 0, the best of
     (0, 0.01, 0.1, 1) there; class-balanced (``classifier.linear.class_balanced``: every intent weighs the same in
     its loss; the same model on a balanced pool, better on a long-tail one's ``valid``: bench/results/peers.md);
+  * ``classifier.kind`` = "auto": of ``classifier.candidates`` (logistic regression as above, class prototypes),
+    the one more accurate on ``classifier.select_split`` (the development split, ``valid``; never the test set):
+    logistic regression wins on balanced few-shot pools, prototypes on long-tail ones
+    (bench/results/decision_rules.md, peers.md). Without a development split (``select_split=""``, as for a
+    user's own folder without one) the first candidate, logistic regression;
+  * ``classifier.space`` = "pooled": the classifier reads the encoder's mean-pooled vectors before Stage 2's d_o
+    down-projection (trained through, then left out; "projected" for the paper's space): on ``valid``, logistic
+    regression there is level or ahead in every cell, +0.46 on average (bench/results/decision_rules.md);
   * ``eval.calibration_split`` = "valid" (the benchmark datasets): the out-of-scope threshold (not in the paper)
     is calibrated on the development split's in-scope utterances, by their nearest example's cosine;
   * ``train.packing`` = True: the utterances of a batch packed several to a row (block-diagonal attention; the
@@ -21,8 +29,8 @@ freezes the embeddings and the lower N layers, computes their output once per ut
 layers above (-1: the whole encoder trains, as in the paper).
 
 Variants (Table 2): --config.stage2.loss=cos|smax, --config.stage2.enabled=False (LM / LM+S1 without S2),
---config.classifier.kind=knn (the paper's 1-NN) or mlp (Casanueva et al. 2020 MLP on frozen encodings),
---config.model.init=random (RAND),
+--config.classifier.kind=knn --config.classifier.space=projected (the paper's 1-NN) or mlp (Casanueva et al. 2020
+MLP on frozen encodings), --config.model.init=random (RAND),
 --config.model.name=runs/stage1/export (LM+S1+S2, after configs/convfit_stage1.py).
 """
 
@@ -66,8 +74,13 @@ def get_config(dataset: str, shots: str = "10") -> ml_collections.ConfigDict:
   config.stage2.cos_targets = (0.8, 0.3)  # COS delta for positive / negative pairs
 
   config.classifier = ml_collections.ConfigDict()
-  config.classifier.kind = "linear"  # "linear" (logistic regression) | "knn" (the paper's) | "mlp"
+  # "auto" (chosen on select_split) | "linear" (logistic regression) | "prototype" | "knn" (the paper's) | "mlp"
+  config.classifier.kind = "auto"
+  config.classifier.candidates = ("linear", "prototype")  # auto: chosen among these (ties: the first)
+  # auto: the development split that chooses ("": the first candidate)
+  config.classifier.select_split = "valid" if dataset in DATASETS_WITH_VALID else ""
   config.classifier.k = 1  # knn: neighbours that vote
+  config.classifier.space = "pooled"  # "pooled" (before the d_o projection) | "projected" (the paper's space)
   config.classifier.linear = common.mlp_classifier(  # logistic regression, as bench/encoder_baselines.py fits it
       hidden=(), dropout=0.0, optimizer="adamw", learning_rate=1e-2, weight_decay=0.0, decay="constant", epochs=200,
       class_balanced=True)

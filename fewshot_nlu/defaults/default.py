@@ -12,9 +12,9 @@ rejection, else add --config.eval.calibration_split=):
 ConvFiT's shipped BANKING77 10-shot config (``configs/convfit_banking77.py``; hyper-parameters and their
 deviations from the paper in ``fewshot_nlu/defaults/convfit_base.py``) with one change for a first run's
 wall-clock: ``train.frozen_prefix_layers = 2`` freezes the embeddings and the lower 2 of MiniLM's 6 layers and
-computes their output once per utterance. Measured (bench/results/convfit.md, 3 seeds each, alone on this
-2-core CPU): 86.57 +- 0.15 test accuracy in 1.6 min fit, against 86.67 +- 0.15 in 2.5 min for full fine-tuning
-(``--config.train.frozen_prefix_layers=-1``, or ``configs/convfit_banking77.py``). The in-batch ranking baseline
+computes their output once per utterance. Measured (3 seeds each, alone on this 2-core CPU; README "Default job",
+bench/results/peers.md): 86.63 +- 0.23 test accuracy in 1.7 min fit, against 86.65 +- 0.15 in 2.2 min for full
+fine-tuning (``--config.train.frozen_prefix_layers=-1``, or ``configs/convfit_banking77.py``). The in-batch ranking baseline
 that was the default job before is ``configs/intent_mneg.py``.
 """
 

@@ -8,6 +8,11 @@ decision rule.
     layer); the nearest examples are still returned as evidence. With its training settings (``head``, saved
     in the metadata) ``add_examples`` retrains it on every indexed example, so new intents become predictable
     here too (seconds for logistic regression on a few thousand examples).
+  * ``prototype`` (Prototypical Networks, Snell et al. 2017; ``evaluation.prototypes``): the label whose
+    prototype, the unit-length mean of its indexed examples' unit-length vectors, is nearest by cosine (the
+    score). Nothing is trained: prototypes follow the index, so added examples count at once. Robust where
+    intents have one to three examples (a long-tail pool), where a softmax layer's boundaries are barely
+    determined; the nearest examples are still the evidence.
 
 Neighbours are found by cosine (the default) or, with ``metric="dot"``, by the dot product of unnormalised
 vectors (the Retriever's utterance retrieval, Yu et al. 2021 §5.2).
@@ -22,8 +27,8 @@ metadata names it), ``mlp.safetensors`` if any, ``intent_model.json`` (kind ``in
 Out-of-scope rejection (``predict(texts, reject=True)``, ``models.rejection``): an utterance whose rejection score
 is below the threshold is answered ``out_of_scope``. The rejection score is the k-NN vote (k-NN), or the cosine of
 the nearest indexed example (MLP / logistic regression: its top probability separates out-of-scope utterances far
-worse, bench/results/oos_notes.md; the decision is still the classifier's). ``calibrate_rejection`` sets the
-threshold to the 10th percentile (``quantile``) of
+worse, bench/results/oos_notes.md; prototypes likewise; the decision is still the classifier's).
+``calibrate_rejection`` sets the threshold to the 10th percentile (``quantile``) of
   * with ``texts``: those held-out in-scope utterances' rejection scores (e.g. a development split) — the
     calibration to prefer, as they score like new in-scope traffic;
   * else the indexed examples' leave-one-out scores (their k nearest OTHER examples; k = 1 and the MLP's: the
@@ -49,6 +54,7 @@ import numpy as np
 from fewshot_nlu import model_card
 from fewshot_nlu import workdirs
 from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.evaluation import prototypes
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.index import Index
 from fewshot_nlu.index import normalize as l2_normalize
@@ -57,14 +63,15 @@ from fewshot_nlu.models.protocol import Neighbour, Prediction
 
 META_FILE = "intent_model.json"
 INDEX_FOLDER = "index"  # save_rows writes index.<n> and records it in META_FILE
-CLASSIFIERS = ("knn", "mlp")
+CLASSIFIERS = ("knn", "mlp", "prototype")
 # what each classifier's out-of-scope rejection thresholds (models.rejection.SCORES; see the module docstring)
-REJECTION_SCORES = {"knn": "prediction", "mlp": "nearest"}
+REJECTION_SCORES = {"knn": "prediction", "mlp": "nearest", "prototype": "nearest"}
 
 
 class IntentModel:
   """Prediction scores: k-NN, the label's summed cosine over the k neighbours (k = 1: the cosine, in [-1, 1];
-  in [-k, k] in general); MLP, the label's softmax probability, in [0, 1]. ``head``: the MLP's training settings
+  in [-k, k] in general); MLP, the label's softmax probability, in [0, 1]; prototype, the cosine of the label's
+  prototype, in [-1, 1]. ``head``: the MLP's training settings
   (``add_examples`` retrains it with them), or None. ``rejection``: the calibrated out-of-scope threshold
   (``models.rejection.Rejection``), or None."""
 
@@ -93,15 +100,15 @@ class IntentModel:
     index = Index(encoder.dim, metric=metric)
     model = cls(encoder, index, label_names or sorted(set(labels)), **kwargs)
     model._index_examples(texts, labels, show_progress)
-    if model.classifier == "knn":
+    if model.classifier != "mlp":
       model.labels.extend(sorted(set(labels) - set(model.labels)))
     elif model.mlp is None:  # trained here, on the indexed examples
       model.mlp = model.fit_head()
     return model
 
   def add_examples(self, texts: Sequence[str], labels: Sequence[str], *, show_progress: bool = False) -> None:
-    """Indexes more labelled examples; new labels become predictable (k-NN: at once; MLP: it is retrained on
-    every indexed example with its saved ``head`` settings). An MLP saved without them (exports before
+    """Indexes more labelled examples; new labels become predictable (k-NN, prototypes: at once; MLP: it is
+    retrained on every indexed example with its saved ``head`` settings). An MLP saved without them (exports before
     2026-11-25) keeps its label set: a new label is then an error."""
     new = sorted(set(labels) - set(self.labels))
     if self.classifier == "mlp" and self.head is None and new:
@@ -165,7 +172,7 @@ class IntentModel:
            if reject or threshold is not None else None)
     depth = min(max(self.k, neighbours, 1), len(self.index))
     rows = self.index.query(vectors, depth)
-    probs = (mlp_head.predict_proba(self.mlp, vectors) if self.classifier == "mlp" else None)
+    probs = self._label_scores(vectors) if self.classifier != "knn" else None
     out = []
     for i, hits in enumerate(rows):
       evidence = tuple(Neighbour(h.payload["text"], h.payload["label"], h.score) for h in hits)
@@ -178,6 +185,16 @@ class IntentModel:
     if cut is not None:  # on the whole evidence: the nearest example is there even when neighbours=0
       out = rejection.apply(out, cut, self.rejection_score)
     return [dataclasses.replace(p, neighbours=p.neighbours[:neighbours]) for p in out]
+
+  def _label_scores(self, vectors: np.ndarray) -> np.ndarray:
+    """[N, len(labels)] the MLP's probabilities, or each label's prototype cosine (-inf without examples)."""
+    if self.classifier == "mlp":
+      return np.asarray(mlp_head.predict_proba(self.mlp, vectors), np.float32)
+    names, means = prototypes.prototypes(self.index.vectors, [p["label"] for p in self.index.payloads])
+    out = np.full((len(vectors), len(self.labels)), -np.inf, np.float32)
+    column = {l: c for c, l in enumerate(self.labels)}
+    out[:, [column[n] for n in names]] = l2_normalize(np.asarray(vectors, np.float64)) @ means.T
+    return out
 
   @property
   def rejection_score(self) -> str:
@@ -209,15 +226,18 @@ class IntentModel:
     return self.rejection
 
   def scores(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
-    """[len(texts), len(labels)]: with the MLP, its probabilities (rows sum to 1); with k-NN, per label the
+    """[len(texts), len(labels)]: with the MLP, its probabilities (rows sum to 1); with prototypes, each label's
+    prototype cosine (-inf for a label without examples); with k-NN, per label the
     cosine of its nearest indexed example, in [-1, 1] (-inf for a label without examples), or under
     ``metric="dot"`` its largest dot product (unbounded). With k = 1 the argmax is ``predict``'s label; with
     k > 1 ``predict`` votes over the k nearest examples and may differ."""
     vectors = self.encoder.encode(texts, show_progress=show_progress)
     if self.classifier == "mlp":
-      return np.asarray(mlp_head.predict_proba(self.mlp, vectors), np.float32)
+      return self._label_scores(vectors)
     if not len(self.index):
       raise ValueError("the model has no labelled examples to retrieve from")
+    if self.classifier == "prototype":
+      return self._label_scores(vectors)
     queries, rows = np.asarray(vectors, np.float32), self.index.vectors
     if self.index.metric == "cosine":
       queries, rows = l2_normalize(queries), l2_normalize(rows)

@@ -19,15 +19,29 @@ pairs (``stage2.sampling``):
     the paper; see ``bench/results/convfit.md`` for how it compares. Each batch is encoded in
     ``stage2.length_groups`` length-sorted sub-batches (``batching.pad_in_length_groups``) to pad less.
 
-Inference (``fewshot_nlu.models.intent_model``) in the specialised (projected) space, by ``classifier.kind``:
+Inference (``fewshot_nlu.models.intent_model``) with the specialised encoder, in the space ``classifier.space``:
+  * ``pooled`` (the shipped default, a deviation): the mean-pooled vectors before the down-projection, which is
+    used for training only (SimCLR's observation, Chen et al. 2020 §4.2, that the layer before a contrastive
+    projection head represents better). On ``valid`` it is ahead of the projected space for logistic regression
+    in 6 of 8 cells, balanced or long-tail (level, < 0.1 behind, in the other two; +0.46 on average) and for
+    prototypes in 7 of 8 (bench/results/decision_rules.md); the export holds no
+    projection, and its vectors are the encoder's hidden size;
+  * ``projected``: the paper's d_o space;
+and by ``classifier.kind``:
   * ``knn``: the paper's rule (§2.2), the k nearest examples by cosine over the training pool, plus any
     ``eval.extra_pool_splits`` (inference-time pool augmentation, Figure 6);
-  * ``linear``: logistic regression on the training pool's vectors (a softmax layer, ``classifier.linear``; the
-    shipped default, a deviation: on every dataset's ``valid`` split it beats 1-NN on the same encoder,
+  * ``linear``: logistic regression on the training pool's vectors (a softmax layer, ``classifier.linear``; a
+    deviation: on every dataset's ``valid`` split it beats 1-NN on the same encoder on balanced few-shot pools,
     bench/results/decision_rules.md). The export holds it as a softmax head without hidden layers (kind
     ``mlp``); the nearest examples are still returned as evidence, and ``results.json``
     ``nearest_neighbour_accuracy`` says what 1-NN gives on the same encoder;
-  * ``mlp``: Casanueva et al. (2020)'s MLP (``classifier.mlp``), Table 2's baseline.
+  * ``mlp``: Casanueva et al. (2020)'s MLP (``classifier.mlp``), Table 2's baseline;
+  * ``prototype``: the nearest class mean (Prototypical Networks; ``models.intent_model``), nothing trained;
+  * ``auto`` (the shipped default, not in the paper): of ``classifier.candidates`` (logistic regression,
+    prototypes), the one most accurate on the development split ``classifier.select_split`` (``valid`` for the
+    benchmark datasets; without one, the first candidate), recorded in ``results.json`` ``classifier_selection``.
+    Logistic regression wins on balanced few-shot pools, prototypes on long-tail pools whose intents have 1-3
+    examples (bench/results/decision_rules.md).
 
 Out-of-scope rejection (not in the paper; ``models.intent_model``): the export's threshold is calibrated on
 ``eval.calibration_split`` (held-out in-scope utterances, e.g. a dataset's ``valid``) when set, else on the
@@ -36,6 +50,7 @@ training pool left out one at a time (which over-rejects with a specialised enco
 
 from __future__ import annotations
 
+import collections
 import logging
 import pathlib
 import time
@@ -61,14 +76,28 @@ from fewshot_nlu.train.metrics import MetricWriter
 log = logging.getLogger(__name__)
 
 # classifier.kind -> the IntentModel classifier holding it (a softmax head of any depth is an "mlp")
-CLASSIFIERS = {"knn": "knn", "linear": "mlp", "mlp": "mlp"}
+CLASSIFIERS = {"knn": "knn", "linear": "mlp", "mlp": "mlp", "prototype": "prototype"}
+AUTO = "auto"  # classifier.kind: the candidate most accurate on classifier.select_split
+SPACES = ("pooled", "projected")  # classifier.space: before / after Stage 2's down-projection
 
 def validate(config: ml_collections.ConfigDict) -> None:
   builder = train_run.validate_common(config)
   config_checks.require_choice(config, "model.init", specialisation.INITS)
   specialisation.validate_loss(config)
   config_checks.require_choice(config, "stage2.sampling", specialisation.SAMPLINGS)
-  config_checks.require_choice(config, "classifier.kind", tuple(CLASSIFIERS))
+  config_checks.require_choice(config, "classifier.kind", (*CLASSIFIERS, AUTO))
+  if config.classifier.kind == AUTO:
+    if not config.classifier.candidates:
+      raise config_checks.ConfigError("config.classifier.candidates: empty; classifier.kind=auto chooses among them")
+    for i, candidate in enumerate(config.classifier.candidates):
+      if candidate not in CLASSIFIERS:
+        raise config_checks.ConfigError(f"config.classifier.candidates[{i}]: {candidate!r} is no classifier; "
+                                        f"choose from {tuple(CLASSIFIERS)}")
+    if config.classifier.select_split:
+      splits.require_splits(config, builder, "classifier.select_split", (config.classifier.select_split,),
+                            hint="--config.classifier.select_split= (empty) takes the first of "
+                                 "classifier.candidates without a development split")
+  config_checks.require_choice(config, "classifier.space", SPACES)
   config_checks.require_positive(config, "classifier.k")
   mlp_head.validate_config(config, "classifier.mlp")
   mlp_head.validate_config(config, "classifier.linear")
@@ -146,16 +175,20 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     timings["stage2_seconds"] = time.perf_counter() - start
     per_step = config.train.batch_size * (1 if config.stage2.sampling == "fast" else 2)
     results["encoder_passes"] = steps * per_step
-  encoder = sentence_encoder(params["encoder"], params.get("projection"))
+  projection = params.get("projection") if config.classifier.space == "projected" else None
+  encoder = sentence_encoder(params["encoder"], projection)
 
   start = time.perf_counter()
   pool = _pool(config, train_split)
   labels = list(train_split.label_names)
-  classifier = CLASSIFIERS[config.classifier.kind]
-  mlp = _train_mlp(labels, encoder, train_split, config) if classifier == "mlp" else None
+  kind = config.classifier.kind
+  if kind == AUTO:
+    kind, results["classifier_selection"] = _select_classifier(config, encoder, pool, labels)
+  classifier = CLASSIFIERS[kind]
+  mlp = _train_mlp(labels, encoder, train_split, config, kind) if classifier == "mlp" else None
   intent_model = IntentModel.from_examples(encoder, pool.texts, pool.labels, show_progress=True, label_names=labels,
                                            k=config.classifier.k, classifier=classifier, mlp=mlp,
-                                           head=_mlp_config(config))  # kept: added examples retrain the head
+                                           head=_mlp_config(config, kind))  # kept: added examples retrain the head
   timings["classifier_seconds"] = time.perf_counter() - start
   evaluation = knn.evaluate(intent_model, eval_split, workdir, "predictions")
   results.update(evaluation.results)
@@ -165,8 +198,9 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   start = time.perf_counter()  # held-out: one encoding of that split; else leave-one-out over the index
   results["rejection"] = _calibrate_rejection(config, intent_model).to_dict()
   timings["rejection_seconds"] = time.perf_counter() - start
-  variant = variant_name(config, is_stage1_model(model.directory))
-  results.update({k: round(v, 2) for k, v in timings.items()}, variant=variant, classifier=config.classifier.kind)
+  variant = variant_name(config, is_stage1_model(model.directory), kind)
+  results.update({k: round(v, 2) for k, v in timings.items()}, variant=variant, classifier=kind,
+                 classifier_space="pooled" if projection is None else "projected")
   if jax.process_index() == 0:
     with workdirs.atomic_folder(workdir / "export") as export:
       intent_model.save(export, encoder_heads=model.heads)
@@ -211,17 +245,55 @@ def _pool(config, train_split: IntentSplit) -> IntentSplit:
   return IntentSplit(texts, labels, f"{train_split.source} + {'+'.join(config.eval.extra_pool_splits)}")
 
 
-def _train_mlp(labels: list[str], encoder: SentenceEncoder, train_split: IntentSplit, config):
+def _select_classifier(config, encoder: SentenceEncoder, pool: IntentSplit, labels: list[str]) -> tuple[str, dict]:
+  """``classifier.kind=auto``: the candidate (``classifier.candidates``) most accurate on the development split
+  ``classifier.select_split`` (never the test set; ties: the one listed first), each fitted on the pool; without
+  a split, the first candidate. Returns it and the record of the choice (``results.json``
+  ``classifier_selection``)."""
+  candidates, split = list(config.classifier.candidates), config.classifier.select_split
+  if not split:
+    log.info("classifier.kind=auto without classifier.select_split: %s, the first candidate", candidates[0])
+    counts = collections.Counter(pool.labels)
+    rare = sum(n <= 3 for n in counts.values())
+    if candidates[0] != "prototype" and rare * 5 >= len(counts):  # a long-tail pool (bench/peers.py's: 3 in 5)
+      log.warning("%d of %d intents have 1-3 examples: on such long-tail pools class prototypes beat logistic "
+                  "regression (bench/results/decision_rules.md); give a development split "
+                  "(--config.classifier.select_split=<split>) or choose --config.classifier.kind=prototype",
+                  rare, len(counts))
+    return candidates[0], {"split": "", "chosen": candidates[0]}
+  held_out = splits.read_split(config, split)
+  vectors = encoder.encode(held_out.texts, show_progress=True)
+  accuracy, index = {}, None
+  for kind in candidates:
+    if index is None:  # the pool is encoded once, its index shared by the candidates
+      model = IntentModel.from_examples(encoder, pool.texts, pool.labels, show_progress=True, label_names=labels,
+                                        k=config.classifier.k, classifier=CLASSIFIERS[kind],
+                                        head=_mlp_config(config, kind))
+      index = model.index
+    else:
+      model = IntentModel(encoder, index, labels, k=config.classifier.k, classifier=CLASSIFIERS[kind],
+                          head=_mlp_config(config, kind))
+      model.mlp = model.fit_head() if model.classifier == "mlp" else None
+    predicted = model.predict_from(vectors, neighbours=0)
+    accuracy[kind] = float(np.mean([p.label == gold for p, gold in zip(predicted, held_out.labels)]))
+  chosen = max(candidates, key=lambda c: accuracy[c])  # max keeps the first of equal
+  log.info("classifier.kind=auto: %s (%s accuracy: %s)", chosen, split,
+           ", ".join(f"{c} {100 * a:.2f}" for c, a in accuracy.items()))
+  return chosen, {"split": split, "chosen": chosen, "accuracy": accuracy}
+
+
+def _train_mlp(labels: list[str], encoder: SentenceEncoder, train_split: IntentSplit, config, kind: str):
   features = encoder.encode(train_split.texts, show_progress=True)
   targets = np.eye(len(labels), dtype=np.float32)[[labels.index(l) for l in train_split.labels]]
-  return mlp_head.train(features, targets, _mlp_config(config))
+  return mlp_head.train(features, targets, _mlp_config(config, kind))
 
 
-def _mlp_config(config) -> mlp_head.MLPConfig | None:
-  """The softmax head's settings: ``classifier.linear`` or ``classifier.mlp`` (None for k-NN)."""
-  if CLASSIFIERS[config.classifier.kind] != "mlp":
+def _mlp_config(config, kind: str) -> mlp_head.MLPConfig | None:
+  """Classifier ``kind``'s softmax head settings: ``classifier.linear`` or ``classifier.mlp`` (None for the
+  others)."""
+  if CLASSIFIERS[kind] != "mlp":
     return None
-  return mlp_head.config_from(config.classifier[config.classifier.kind], multilabel=False, seed=config.seed)
+  return mlp_head.config_from(config.classifier[kind], multilabel=False, seed=config.seed)
 
 
 STAGE1_MARKER = "convfit_stage1.json"  # written into a Stage 1 export by methods.convfit.stage1
@@ -231,9 +303,10 @@ def is_stage1_model(directory: pathlib.Path) -> bool:
   return (pathlib.Path(directory) / STAGE1_MARKER).exists()
 
 
-def variant_name(config, stage1: bool) -> str:
-  """Table 2's naming: LM[+S1][+S2-<LOSS>] (RAND for random init), and the classifier."""
+def variant_name(config, stage1: bool, kind: str) -> str:
+  """Table 2's naming: LM[+S1][+S2-<LOSS>] (RAND for random init), and the classifier ``kind`` (the one chosen
+  under ``classifier.kind=auto``)."""
   lm = "RAND" if config.model.init == "random" else "LM"
   s1 = "+S1" if stage1 else ""
   s2 = f"+S2-{config.stage2.loss.upper()}" if config.stage2.enabled else ""
-  return f"{lm}{s1}{s2} ({config.classifier.kind})"
+  return f"{lm}{s1}{s2} ({kind})"
