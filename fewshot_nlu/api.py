@@ -59,7 +59,10 @@ def default_config(method: str, train: user_examples.Examples) -> ml_collections
   """The shipped default config of ``method`` (a ``fit`` name) for these training examples."""
   from fewshot_nlu.defaults import convfit_base, intent_mneg, multi_convfit_base, qaid_base, retriever_intents
   if method == "convfit":
-    return convfit_base.get_config("intent_table", convfit_shots(train))
+    config = convfit_base.get_config("intent_table", convfit_shots(train))
+    config.classifier.select_split = ""  # validation= is the scored split, not a dev split: the decision rule is
+    # the first candidate, logistic regression (classifier={"kind": "prototype"} for a long-tail pool)
+    return config
   if method == "qaid":
     config = qaid_base.get_config("intent_table")  # every shots row has the same hyper-parameters
     config.eval.dev_split, config.eval.select_best, config.eval.patience = "", False, 0  # validation= is the
@@ -120,7 +123,8 @@ def fit(examples: Any, labels: Sequence | None = None, *, method: str | None = N
       ``multi_convfit`` for label sets, else ``convfit``.
     validation: held-out examples in any form ``examples`` takes (a list of texts goes as ``(texts, labels)``);
       the run's evaluation (``model.results``) scores them, and ConvFiT calibrates its out-of-scope threshold
-      on their texts (``eval.calibration_split``). Without it the run scores the training
+      on their texts (``eval.calibration_split``); its decision rule is not chosen on them (they are what the
+      run scores): logistic regression, or ``classifier={"kind": "prototype"}``. Without it the run scores the training
       examples themselves: a sanity check, not an estimate.
     text_column, label_column: a DataFrame's columns (default ``text``, and ``label`` or ``labels``).
     workdir: where the run writes (checkpoints, metrics, ``results.json``, ``predictions.tsv``, ``export/``);

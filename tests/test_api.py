@@ -280,9 +280,11 @@ def test_fit_starts_from_the_configs_defaults(method, module, arg, per_intent):
   shipped = importlib.import_module(f"configs.{module}")
   theirs = _flat((shipped.get_config(arg) if arg else shipped.get_config()).to_dict())
   differ = {k for k in set(ours) | set(theirs) if ours.get(k, "-") != theirs.get(k, "-")}
-  # only where the data comes from, and QAID's development selection (fit's validation is the scored split)
-  assert differ <= set(api.DATA_FIELDS) | ({"eval.dev_split", "eval.select_best", "eval.patience"} if method == "qaid"
-                                                          else set())
+  # only where the data comes from, and QAID's / ConvFiT's development selection (fit's validation is the scored
+  # split)
+  selection = {"qaid": {"eval.dev_split", "eval.select_best", "eval.patience"},
+               "convfit": {"classifier.select_split"}}.get(method, set())
+  assert differ <= set(api.DATA_FIELDS) | selection
 
 
 def _flat(tree, prefix=""):
