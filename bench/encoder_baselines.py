@@ -1,7 +1,7 @@
 """What a user gets from the untouched encoder, the floor every intent method must clear: 1-NN (cosine), class
 prototypes (the nearest class mean, ``evaluation.prototypes``) and logistic regression on the shipped MiniLM-L6's
-sentence vectors, over the same few-shot pools the methods train
-on (BANKING77 / CLINC150 / HWU64, 5 and 10 shots), scored on the full test sets.
+sentence vectors, over the same few-shot pools the methods train on (BANKING77 / CLINC150 / HWU64, 5 and 10
+shots), scored on the full test sets.
 
   python bench/encoder_baselines.py --write
 
@@ -62,7 +62,8 @@ def cell(encoder, dataset: str, shots: str, data_dir: str, raw_dir: str = "", pr
   y = np.array([index[l] for l in pool.labels])
   yd, yt = (np.array([index.get(l, -1) for l in s.labels]) for s in (dev, test))
   nearest = lambda q: y[np.argmax(q @ x.T, axis=1)]  # noqa: E731  (vectors are unit length)
-  names, means = prototypes.prototypes(x, pool.labels)  # names == labels: both sorted
+  names, means = prototypes.prototypes(x, pool.labels)
+  assert names == labels  # both sorted: the prototypes' rows are y's indices
   prototype = lambda q: np.argmax(q @ means.T, axis=1)  # noqa: E731
   by_decay = {}
   for decay in WEIGHT_DECAYS:
@@ -82,7 +83,7 @@ def cell(encoder, dataset: str, shots: str, data_dir: str, raw_dir: str = "", pr
 
 
 def write_table(rows: list[dict], command: str) -> None:
-  lines = ["# The untouched encoder: 1-NN and logistic regression (bench/encoder_baselines.py)", "",
+  lines = ["# The untouched encoder: 1-NN, prototypes and logistic regression (bench/encoder_baselines.py)", "",
            __doc__.split("\n\n")[0].replace("\n", " "), "", machine(), "", f"Command: `{command}`", "",
            "| dataset | shots | pool | 1-NN test | prototypes test | logistic regression test "
            "| (valid: 1-NN / prototypes / LR, LR weight decay) |",
