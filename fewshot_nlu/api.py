@@ -22,17 +22,20 @@ sets), ``retriever_intents`` (``retriever.stage = "all"``) and ``baseline`` (``c
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import pathlib
+import shutil
 import statistics
 import tempfile
 from typing import Any, Iterator, Sequence
 
 import ml_collections
 
-from fewshot_nlu.config_checks import ConfigError
+from fewshot_nlu.config_checks import ConfigError, python_spelling
 from fewshot_nlu.data import user_examples
-from fewshot_nlu.errors import DataError
+from fewshot_nlu.errors import DataError, MissingDataFile, UserError
 
 # fit's method names -> config.method
 METHODS = {"convfit": "convfit", "qaid": "qaid", "multi_convfit": "multi_convfit",
@@ -111,7 +114,7 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: dict, method: 
 
 def fit(examples: Any, labels: Sequence | None = None, *, method: str | None = None, validation: Any = None,
         text_column: str = "text", label_column: str | None = None, workdir: str | os.PathLike | None = None,
-        overwrite: bool = False, **overrides):
+        overwrite: bool = False, keep_checkpoints: bool = False, **overrides):
   """Trains ``method`` on labelled examples and returns the exported model (a ``models.protocol.Model``:
   ``predict``, ``scores``, ``add_examples``, ``save``).
 
@@ -128,8 +131,11 @@ def fit(examples: Any, labels: Sequence | None = None, *, method: str | None = N
       examples themselves: a sanity check, not an estimate.
     text_column, label_column: a DataFrame's columns (default ``text``, and ``label`` or ``labels``).
     workdir: where the run writes (checkpoints, metrics, ``results.json``, ``predictions.tsv``, ``export/``);
-      default a new temporary folder. Rerunning the same fit there resumes; another config or other examples
-      there are refused unless ``overwrite=True`` (which deletes that run first).
+      default a new temporary folder (``model.workdir``). Rerunning the same fit there resumes an interrupted
+      run; another config or other examples there are refused unless ``overwrite=True`` (which deletes that run
+      first). A run that fails before its first checkpoint leaves the workdir free for the next one.
+    keep_checkpoints: keep ``<workdir>/checkpoints`` once the export is written (by default they are deleted:
+      hundreds of MB that only resuming an interrupted run needs; the export is the model).
     **overrides: config fields, as sections given as dicts (``train={"epochs": 3}``) or dotted names
       (``**{"train.epochs": 3}``); checked as ``main`` checks ``--config.<field>=...``.
 
@@ -139,8 +145,38 @@ def fit(examples: Any, labels: Sequence | None = None, *, method: str | None = N
 
   Raises:
     ValueError: bad examples (``DataError``, naming the row, or the file and line), or a bad override
-      (``ConfigError``, naming the field).
+      (``ConfigError``, naming the field as a keyword argument: ``train={"batch_size": ...}``).
   """
+  with _python_spelling():  # what the run logs and raises, in this caller's spelling: keyword arguments
+    return _fit(examples, labels, method=method, validation=validation, text_column=text_column,
+                label_column=label_column, workdir=workdir, overwrite=overwrite, keep_checkpoints=keep_checkpoints,
+                overrides=overrides)
+
+
+@contextlib.contextmanager
+def _python_spelling():
+  """Within the block, the package's log records and user errors name config fields as ``fit``'s keyword
+  arguments, not as command-line flags (``config_checks.python_spelling``)."""
+  factory = logging.getLogRecordFactory()
+
+  def respelled(*args, **kwargs):
+    record = factory(*args, **kwargs)
+    if record.name.startswith("fewshot_nlu"):
+      record.msg, record.args = python_spelling(record.getMessage()), ()
+    return record
+
+  logging.setLogRecordFactory(respelled)
+  try:
+    yield
+  except UserError as e:
+    e.args = (python_spelling(str(e)),)
+    raise
+  finally:
+    logging.setLogRecordFactory(factory)
+
+
+def _fit(examples, labels, *, method, validation, text_column, label_column, workdir, overwrite, keep_checkpoints,
+         overrides):
   from fewshot_nlu import models, runner
   if method is not None and method not in METHODS:
     raise ConfigError(f"method: {method!r} is not one of {sorted(METHODS)}")
@@ -169,8 +205,11 @@ def fit(examples: Any, labels: Sequence | None = None, *, method: str | None = N
     config.eval.calibration_split = "valid" if "valid" in tables else ""
   workdir = pathlib.Path(workdir).expanduser() if workdir is not None else pathlib.Path(
       tempfile.mkdtemp(prefix=f"fewshot_nlu_{method}_"))
-  results = runner.run(config, workdir, overwrite=overwrite)
+  explicit = [path for path, _ in flatten_overrides(overrides)]
+  results = runner.run(config, workdir, overwrite=overwrite, explicit=explicit)
   model = models.load(workdir / "export")
+  if not keep_checkpoints:
+    shutil.rmtree(workdir / "checkpoints", ignore_errors=True)
   model.workdir, model.results = workdir, results
   return model
 
@@ -180,6 +219,13 @@ def load(path: str | os.PathLike):
   workdir holding ``export/``), as its own class (``fewshot_nlu.models.load``)."""
   from fewshot_nlu import models
   path = pathlib.Path(path).expanduser()
+  if path.is_file():
+    hint = (f"; to train on its examples: fn.fit({str(path)!r})" if path.suffix in (".csv", ".jsonl") else "")
+    raise DataError(f"{path}: a file; fn.load reads a model folder (an export/, a folder written by model.save, or "
+                    f"a run's workdir){hint}")
+  if not path.exists():
+    raise MissingDataFile(f"{path}: no such folder; fn.load reads a model folder (an export/, a folder written by "
+                    "model.save, or a run's workdir)")
   has_model = any((path / kind.meta_file).is_file() for kind in models.KINDS.values())
   if not has_model and (path / "export").is_dir():
     path = path / "export"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import pathlib
+import re
 from typing import Any, Iterable, Iterator
 
 import ml_collections
@@ -24,6 +25,46 @@ def get(config: ml_collections.ConfigDict, field: str) -> Any:
       raise ConfigError(f"config.{field}: missing (required by this method)")
     node = node[part]
   return node
+
+
+def set_field(config: ml_collections.ConfigDict, field: str, value: Any) -> None:
+  """Sets the dotted ``field`` (which must exist) to ``value``."""
+  *sections, name = field.split(".")
+  node = config
+  for part in sections:
+    node = node[part]
+  node[name] = value
+
+
+_FLAG = re.compile(r"(?<![\w.])(?:--)?config\.([A-Za-z_][\w.]*)=([^\s;,)]*)")
+_FIELD = re.compile(r"(?<![\w.-])config\.([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)")
+
+
+def _keyword(field: str, value: str) -> str:
+  """``train.batch_size``, ``16`` -> ``train={"batch_size": 16}`` (fit's keyword spelling of a field)."""
+  section, *rest = field.split(".")
+  inner = value
+  for part in reversed(rest):
+    inner = f'{{"{part}": {inner}}}'
+  return f"{section}={inner}"
+
+
+def python_spelling(message: str) -> str:
+  """A user error's message in ``fewshot_nlu.fit``'s spelling instead of the command line's: ``--config.a.b=V``
+  -> ``a={"b": V}``, ``config.a.b`` -> ``a={"b": ...}``, ``config.seed`` -> ``seed=...``, ``--overwrite`` ->
+  ``overwrite=True``, ``--workdir`` -> ``workdir``."""
+  def flag(match: re.Match) -> str:
+    value = match.group(2)
+    if not value:
+      value = '""'
+    elif not re.fullmatch(r"-?[\d.e+-]+|True|False|\(.*\)|\[.*\]", value):
+      value = repr(value.strip("'\""))
+    return _keyword(match.group(1), value)
+
+  message = _FLAG.sub(flag, message)
+  message = _FIELD.sub(lambda m: _keyword(m.group(1), "..."), message)
+  return message.replace("--overwrite", "overwrite=True").replace("--workdir=", "workdir=").replace(
+      "--workdir", "workdir=")
 
 
 def _is_number(value: Any) -> bool:

@@ -37,9 +37,16 @@ config_flags.DEFINE_config_file("config", None, "Path to a config file (configs/
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics, exported model and results.")
 flags.DEFINE_bool("overwrite", False, "Delete the run in --workdir and start afresh when its config differs "
                   "(without it, such a rerun is refused, naming the fields that differ).")
-flags.DEFINE_bool("verbose", False, "Show the traceback of a user error (config, data, workdir) too.")
+flags.DEFINE_bool("verbose", False, "Show the traceback of a user error (config, data, workdir) and what libraries "
+                  "print while preparing data (TFDS) too.")
 flags.mark_flags_as_required(["config", "workdir"])
 FLAGS = flags.FLAGS
+
+
+def explicit_fields() -> list[str]:
+  """The config fields given on this command line (``--config.<field>=...``): the run fits the others to the
+  data (``runner.run``'s ``explicit``)."""
+  return list(config_flags.get_override_values(FLAGS["config"]))
 
 
 def main(argv):
@@ -48,10 +55,11 @@ def main(argv):
   from absl import logging as absl_logging
   absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save step at INFO
   logging.getLogger("fewshot_nlu").setLevel(logging.INFO)
-  from fewshot_nlu import errors
+  from fewshot_nlu import console, errors
+  console.set_verbose(FLAGS.verbose)
   try:
     command = "python -m fewshot_nlu.main " + shlex.join(sys.argv[1:])
-    results = run(FLAGS.config, FLAGS.workdir, overwrite=FLAGS.overwrite, command=command)
+    results = run(FLAGS.config, FLAGS.workdir, overwrite=FLAGS.overwrite, command=command, explicit=explicit_fields())
   except Exception as e:  # a user error in one line (errors.one_line); a bug keeps its traceback
     message = errors.one_line(e)
     if message is None or FLAGS.verbose:

@@ -67,11 +67,11 @@ def describe(text: str, prediction) -> list[str]:
     lines.append(f"  -> {' + '.join(prediction.labels) or '(no intent)'}")
     for label, p in prediction.probabilities.items():
       lines.append(f"     {p:.3f}  {label}{'  *' if label in prediction.labels else ''}")
-  elif prediction.best_label is not None:  # rejected
-    lines.append(f"  -> {prediction.label}  ({prediction.score:.3f}; best intent: {prediction.best_label})")
-    lines += [f"     {n.score:.3f}  {n.label:<28}  {n.text}" for n in prediction.neighbours]
   else:
-    lines.append(f"  -> {prediction.label}  ({prediction.score:.3f})")
+    judged = ("" if prediction.threshold is None else
+              f"; rejection score {prediction.rejection_score:.3f} vs threshold {prediction.threshold:.3f}")
+    best = f"; best intent: {prediction.best_label}" if prediction.best_label is not None else ""
+    lines.append(f"  -> {prediction.label}  ({prediction.score:.3f}{best}{judged})")
     lines += [f"     {n.score:.3f}  {n.label:<28}  {n.text}" for n in prediction.neighbours]
   return lines
 
@@ -130,21 +130,20 @@ def main(argv: list[str] | None = None) -> int:
     return errors.EXIT_USER_ERROR
   if not texts:
     return 0
-  answered = [i for i, text in enumerate(texts) if text.strip()]  # blank --input lines get an empty answer
-  predicted = dict(zip(answered, model.predict([texts[i] for i in answered], neighbours=args.neighbours,
-                                                         **rejecting)))
+  from fewshot_nlu.models.protocol import EMPTY
+  predicted = model.predict(texts, neighbours=args.neighbours, **rejecting)  # a blank --input line: EMPTY
   if output is None:
-    for i, text in enumerate(texts):
-      print("\n".join(describe(text, predicted[i]) if i in predicted else [repr(text), "  -> (empty line)"]))
+    for text, prediction in zip(texts, predicted):
+      print("\n".join(describe(text, prediction) if prediction is not EMPTY else [repr(text), "  -> (empty line)"]))
     return 0
   tmp = output.with_name(f".{output.name}.tmp")
   with open(tmp, "w", encoding="utf-8") as out:
-    for i, text in enumerate(texts):
-      row = {"text": text, **predicted[i].to_dict()} if i in predicted else {"text": text, "empty": True}
-      out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    for text, prediction in zip(texts, predicted):
+      out.write(json.dumps({"text": text, **prediction.to_dict()}, ensure_ascii=False) + "\n")
   os.replace(tmp, output)
+  empty = sum(p is EMPTY for p in predicted)
   print(f"wrote {len(texts)} predictions to {args.output} (line i answers input i; "
-        f"{len(texts) - len(answered)} empty lines answered {{\"empty\": true}})", file=sys.stderr)
+        f"{empty} empty lines answered {{\"empty\": true}})", file=sys.stderr)
   return 0
 
 

@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import pathlib
+from typing import Collection
 
 
 def setup_jax(config) -> None:
@@ -57,11 +58,16 @@ def resolve_pooling(config) -> None:
                 "train the transformer's pooled vectors", model.name)
 
 
-def run(config, workdir: str | pathlib.Path, overwrite: bool = False, command: str | None = None) -> dict:
-  """Validates the config (before any compile), locks the workdir (``workdirs.lock``, on process 0), claims it
-  for this config (``workdirs.claim``: a run of another config there is refused, or deleted with
-  ``overwrite``), records the config in it, runs the method, and writes the model card of every export
-  (``command``: the command line that ran it, for the card)."""
+def run(config, workdir: str | pathlib.Path, overwrite: bool = False, command: str | None = None,
+        explicit: Collection[str] | None = None) -> dict:
+  """Fits the config to the data (the method's ``resolve(config, explicit)``, where it has one: split names and
+  batch geometry the caller did not set, ``explicit`` being the dotted fields the caller did set: ``main``'s
+  ``--config.<field>`` flags, ``fit``'s keyword arguments; None, every field, so nothing is refitted), validates it
+  (before any compile), locks the workdir (``workdirs.lock``, on process 0), claims it for this config
+  (``workdirs.claim``: a run of another config there is refused, or deleted with ``overwrite``), records the
+  config in it, runs the method, and writes the model card of every export (``command``: the command line that
+  ran it, for the card). A run that fails before its first checkpoint gives a workdir it claimed back
+  (``workdirs.release``), so a corrected rerun there is not refused."""
   from fewshot_nlu import config_checks, config_fields, model_card, workdirs
   from fewshot_nlu.config_checks import ConfigError
   from fewshot_nlu.methods import METHODS, get_method
@@ -72,15 +78,23 @@ def run(config, workdir: str | pathlib.Path, overwrite: bool = False, command: s
   if workdirs.is_remote(workdir) and not getattr(method, "REMOTE_WORKDIR", False):
     raise ConfigError(f"--workdir={workdir}: method {config.method!r} writes its workdir locally; use a local "
                       "--workdir and copy it (gcloud storage rsync), or convfit_stage1, which writes gs:// itself")
+  if hasattr(method, "resolve"):
+    method.resolve(config, None if explicit is None else frozenset(explicit))
   method.validate(config)  # fails before anything is compiled (it may prepare dataset files)
   workdir = workdirs.as_path(workdir) if workdirs.is_remote(workdir) else pathlib.Path(workdir)
   setup_jax(config)
   import jax
   with workdirs.lock(workdir) if jax.process_index() == 0 else contextlib.nullcontext():
+    claimed = False
     if jax.process_index() == 0:
-      workdirs.claim(workdir, config, overwrite)
+      claimed = workdirs.claim(workdir, config, overwrite)
       (workdir / "config.json").write_text(config.to_json_best_effort(indent=2) + "\n")
-    results = method.run(config, workdir)
+    try:
+      results = method.run(config, workdir)
+    except BaseException:
+      if claimed:
+        workdirs.release(workdir)
+      raise
     if jax.process_index() == 0:
       model_card.write_run_cards(workdir, config=config, results=results, command=command)
     return results

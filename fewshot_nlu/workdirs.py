@@ -25,7 +25,7 @@ import logging
 import os
 import pathlib
 import tempfile
-from typing import Iterator
+from typing import Callable, Iterator
 
 from etils import epath
 
@@ -90,23 +90,17 @@ LOCK_FILE = ".lock"
 
 
 @contextlib.contextmanager
-def lock(workdir: str | os.PathLike) -> Iterator[None]:
-  """Holds an exclusive ``flock`` on ``<workdir>/.lock`` (created with the workdir if need be) for the block,
-  the file holding the holder's pid; raises ``WorkdirBusy`` at once, naming the holder, if another process holds
-  it. A remote workdir (``gs://``) has no such lock: the block runs unlocked."""
-  if is_remote(workdir):
-    yield
-    return
-  path = pathlib.Path(workdir) / LOCK_FILE
+def exclusive(path: pathlib.Path, busy: Callable[[str], Exception]) -> Iterator[None]:
+  """Holds an exclusive ``flock`` on the file ``path`` (created if need be), which holds the holder's pid, for the
+  block; raises ``busy(holder_pid)`` at once if another process holds it. A dead holder's lock is free (the
+  kernel drops it with the process)."""
   path.parent.mkdir(parents=True, exist_ok=True)
   fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # no O_TRUNC: the holder's pid stays readable
   try:
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-      holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-      raise WorkdirBusy(f"--workdir={workdir} is in use by another run (pid {holder}, holding {path}); wait "
-                        "for it to finish or use another --workdir") from None
+      raise busy(os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     try:
@@ -115,6 +109,21 @@ def lock(workdir: str | os.PathLike) -> Iterator[None]:
       fcntl.flock(fd, fcntl.LOCK_UN)
   finally:
     os.close(fd)
+
+
+@contextlib.contextmanager
+def lock(workdir: str | os.PathLike) -> Iterator[None]:
+  """Holds an exclusive lock on ``<workdir>/.lock`` (``exclusive``) for the block; raises ``WorkdirBusy`` at
+  once, naming the holder, if another process holds it. A remote workdir (``gs://``) has no such lock: the block
+  runs unlocked."""
+  if is_remote(workdir):
+    yield
+    return
+  path = pathlib.Path(workdir) / LOCK_FILE
+  with exclusive(path, lambda holder: WorkdirBusy(
+      f"--workdir={workdir} is in use by another run (pid {holder}, holding {path}); wait for it to finish or use "
+      "another --workdir")):
+    yield
 
 
 def _umask() -> int:
@@ -254,12 +263,12 @@ def differences(recorded: dict, current: dict) -> list[str]:
   return out
 
 
-def claim(workdir, config, overwrite: bool = False) -> None:
+def claim(workdir, config, overwrite: bool = False) -> bool:
   """Makes ``workdir`` this config's: a new or empty folder gets ``identity.json``; a folder holding a run of the
   same identity is resumed (only ``RESUMABLE_FIELDS`` may differ); one of another identity (or whose record is
   unreadable) is refused before any file is touched (``WorkdirMismatch`` naming the fields that differ), unless
   ``overwrite``, which deletes that run's files and starts afresh. Call it holding the workdir's lock, on
-  process 0."""
+  process 0. Returns whether the folder is newly this config's (False: it held a run of the same identity already)."""
   workdir = as_path(workdir) if is_remote(workdir) else pathlib.Path(workdir)
   current = identity(config)
   recorded = _recorded_identity(workdir) if workdir.exists() else None
@@ -279,6 +288,22 @@ def claim(workdir, config, overwrite: bool = False) -> None:
                           f"{', '.join(RUN_FILES)}), and this one holds other files; use another --workdir")
   workdir.mkdir(parents=True, exist_ok=True)
   write_json(workdir / IDENTITY_FILE, {**current, "fields": dict(sorted(current["fields"].items()))})
+  return recorded is None or bool(differences(recorded, current))
+
+
+def _has_checkpoint(workdir) -> bool:
+  """Whether ``workdir/checkpoints`` holds a saved step (a run to resume)."""
+  folder = workdir / "checkpoints"
+  return folder.exists() and any(p.name.isdigit() for p in folder.iterdir())
+
+
+def release(workdir) -> None:
+  """Gives back a workdir that ``claim`` made this config's and whose run then failed before its first
+  checkpoint: its files are deleted (the lock file stays), so the next run there starts afresh whatever its
+  config. A workdir holding a checkpoint is kept."""
+  workdir = as_path(workdir) if is_remote(workdir) else pathlib.Path(workdir)
+  if workdir.exists() and not _has_checkpoint(workdir):
+    clear(workdir)
 
 
 def clear(workdir) -> None:

@@ -353,7 +353,11 @@ def test_auto_classifier_is_the_candidate_most_accurate_on_the_development_split
 
 def test_stage2_config_errors_name_the_field(tmp_path, tiny_bert_dir, toy_intents):
   for overrides, message in [({"stage2__loss": "triplet"}, "config.stage2.loss: 'triplet' is not one of"),
-                             ({"stage2__examples_per_class": 3}, "config.stage2.examples_per_class: 3 does not divide"),
+                             ({"stage2__intents_per_batch": 9}, "config.stage2.intents_per_batch: 9 intents per "
+                              "batch, but intent_folder/train has 4"),
+                             ({"stage2__intents_per_batch": 4, "stage2__examples_per_class": 9},
+                              r"config.stage2.intents_per_batch: 4 intents x 9 utterances \(config.stage2.examples_per_class\) "
+                              "do not fit batches of config.train.batch_size=8"),
                              ({"eval__extra_pool_splits": ("dev",)}, "config.eval.extra_pool_splits: 'dev'"),
                              ({"eval__calibration_split": "dev"},
                               "config.eval.calibration_split: 'dev' .*; --config.eval.calibration_split= \\(empty\\)"),

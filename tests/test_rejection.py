@@ -5,6 +5,8 @@ the export and is used by ``predict(reject=True)`` and the CLI; older exports ne
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import jax
@@ -68,9 +70,13 @@ def test_intent_model_rejects_saves_its_threshold_and_the_cli_uses_it(encoder, t
     if p.score < cal.threshold:
       assert r.label == OUT_OF_SCOPE and r.best_label == p.label and r.to_dict()["best_label"] == p.label
     else:
-      assert r == p and "best_label" not in r.to_dict()
+      assert dataclasses.replace(r, rejection_score=None, threshold=None) == p and "best_label" not in r.to_dict()
+    assert r.rejection_score == pytest.approx(p.score) and r.threshold == pytest.approx(cal.threshold)  # k-NN: its vote
+    assert r.to_dict()["rejection"] == {"score": r.rejection_score, "threshold": r.threshold,
+                                        "rejected": r.label == OUT_OF_SCOPE}
   assert all(p.label == OUT_OF_SCOPE for p in model.predict(TEXTS, threshold=1.01))  # cosines are at most 1
-  assert model.predict(TEXTS, reject=True, threshold=-1.01) == model.predict(TEXTS)
+  assert [dataclasses.replace(p, rejection_score=None, threshold=None)
+          for p in model.predict(TEXTS, reject=True, threshold=-1.01)] == model.predict(TEXTS)
 
   export = model.save(tmp_path / "export")
   assert models.load(export).rejection == cal
@@ -78,7 +84,8 @@ def test_intent_model_rejects_saves_its_threshold_and_the_cli_uses_it(encoder, t
   assert predict.main(["--model", str(export), "--reject", "--threshold", "1.01", TEXTS[3]]) == 0
   captured = capsys.readouterr()
   assert "out_of_scope below score 1.0100 (given)" in captured.err
-  assert captured.out.splitlines()[1] == "  -> out_of_scope  (1.000; best intent: music)"
+  assert captured.out.splitlines()[1] == \
+      "  -> out_of_scope  (1.000; best intent: music; rejection score 1.000 vs threshold 1.010)"
   assert predict.main(["--model", str(export), "--reject", "--output", str(tmp_path / "p.jsonl"), TEXTS[3]]) == 0
   assert "the 50th percentile of 8 scores (leave-one-out 1-NN" in capsys.readouterr().err
   assert json.loads((tmp_path / "p.jsonl").read_text())["label"] == "music"  # its own copy: cosine 1

@@ -211,10 +211,11 @@ def test_a_diverging_run_raises_and_exports_nothing(toy, tmp_path):
                                    errors.DataError("d/train/seq.in:3: empty line"),
                                    ConfigError("config.x: bad")])
 def test_main_reports_a_refused_run_in_one_line_with_status_2(monkeypatch, capsys, error):
-  def run(config, workdir, overwrite, command=None):
+  def run(config, workdir, overwrite, command=None, explicit=None):
     raise error
   monkeypatch.setattr(main, "run", run)
   monkeypatch.setattr(main, "FLAGS", types.SimpleNamespace(config=None, workdir="w", overwrite=False, verbose=False))
+  monkeypatch.setattr(main, "explicit_fields", lambda: [])
   with pytest.raises(SystemExit) as exit_info:
     main.main(["main"])
   assert exit_info.value.code == 2
@@ -302,10 +303,11 @@ def test_cli_refuses_a_held_workdir_with_status_2(holder, toy):
 
 
 def test_verbose_shows_the_traceback_and_a_bug_keeps_its_traceback(monkeypatch):
-  def run(config, workdir, overwrite, command=None):
+  def run(config, workdir, overwrite, command=None, explicit=None):
     raise error
   monkeypatch.setattr(main, "run", run)
   for error, verbose in ((ConfigError("config.x: bad"), True), (KeyError("a bug"), False)):
+    monkeypatch.setattr(main, "explicit_fields", lambda: [])
     monkeypatch.setattr(main, "FLAGS", types.SimpleNamespace(config=None, workdir="w", overwrite=False,
                                                              verbose=verbose))
     with pytest.raises(type(error)):

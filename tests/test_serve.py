@@ -31,6 +31,7 @@ ROOT = pathlib.Path(__file__).parents[1]
 TEXTS = tiny.CORPUS[:6]
 LABELS = ["bank", "weather", "food", "music", "bank", "bank"]
 MAX_TEXTS, MAX_CHARS = 8, 200
+LOCAL = "http://localhost"  # an in-process TestClient's base URL: a host the server answers to
 
 
 class Server:
@@ -87,7 +88,7 @@ def direct(export):
 
 @pytest.fixture(scope="module")
 def served(export, direct):
-  server = Server(["fewshot_nlu.serve"], export, export.parent / "served.log", "--batch-wait-ms", "50")
+  server = Server(["fewshot_nlu.serve"], export, export.parent / "served.log", "--batch-wait-ms", "50", "--persist")
   yield server
   server.stop()
 
@@ -186,6 +187,11 @@ BAD = [
     ("/examples", {"texts": [""], "labels": ["x"]}, 400, "texts[0]: empty text"),
     ("/examples?persist=maybe", {"texts": ["a"], "labels": ["x"]}, 400, "persist: expected true or false"),
     ("/examples?force=1", {"texts": ["a"], "labels": ["x"]}, 400, "unknown query parameter 'force'"),
+    ("/predict", b'{"texts": ["\\ud800 hi"]}', 400, "texts[0]: not valid Unicode text (a lone surrogate"),
+    ("/examples", b'{"texts": ["a"], "labels": ["\\udfff"]}', 400, "labels[0]: not valid Unicode text"),
+    ("/predict", b'{"texts": ["a"], "texts": ["b"]}', 400, "the key 'texts' appears twice"),
+    ("/examples", {"texts": ["a"], "labels": [["x", "y"]]}, 400, "labels[0]: ['x', 'y'] (list): this model takes "
+     "one string label per text"),
 ]
 
 
@@ -235,7 +241,7 @@ def test_persisted_examples_survive_a_restart_and_a_kill_during_persist_leaves_t
 
   marker = export.parent / "persisting"
   restarted = Server(["tests.serve_with_faults", str(marker)], export, export.parent / "restarted.log",
-                     "--batch-wait-ms", "50")
+                     "--batch-wait-ms", "50", "--persist")
   try:
     assert restarted.client.get("/labels").json() == {"kind": "intent_model", "labels": direct.labels,
                                                       "examples": len(direct)}
@@ -320,12 +326,12 @@ def test_a_calibrated_model_rejects_out_of_scope_texts_when_asked_and_an_uncalib
   saved = calibrated.save(tmp_path / "calibrated")
   wanted = [p.label for p in models.load(saved).predict(texts, reject=True)]
   assert "out_of_scope" in wanted and set(wanted) != {"out_of_scope"}
-  with TestClient(create_app(models.load(saved), saved)) as client:
+  with TestClient(create_app(models.load(saved), saved), base_url=LOCAL) as client:
     assert client.get("/healthz").json()["reject"] is True
     answer = client.post("/predict", json={"texts": texts, "reject": True})
     assert answer.status_code == 200, answer.text
     assert [p["label"] for p in answer.json()["predictions"]] == wanted
-  with TestClient(create_app(models.load(export), export)) as client:
+  with TestClient(create_app(models.load(export), export), base_url=LOCAL) as client:
     assert client.get("/healthz").json()["reject"] is False
     refused = client.post("/predict", json={"texts": texts, "reject": True})
     assert refused.status_code == 400 and "no calibrated threshold" in refused.json()["error"]

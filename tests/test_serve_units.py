@@ -149,12 +149,12 @@ def test_reject_reaches_only_a_model_that_takes_it(tmp_path):
   uncalibrated = RejectingModel()
   uncalibrated.rejection = None
   assert not serve_app.supports_reject(uncalibrated)
-  with TestClient(serve_app.create_app(RejectingModel(), tmp_path)) as client:
+  with TestClient(serve_app.create_app(RejectingModel(), tmp_path), base_url="http://localhost") as client:
     answer = client.post("/predict", json={"texts": ["x"], "reject": True}).json()
     assert answer == {"predictions": [{"text": "x", "labels": ["oos"], "score": None}]}  # -inf is no JSON
     assert client.post("/predict", json={"texts": ["x"]}).json()["predictions"][0]["labels"] == ["a"]
     assert client.get("/healthz").json()["reject"] is True
-  with TestClient(serve_app.create_app(PlainModel(), tmp_path)) as client:
+  with TestClient(serve_app.create_app(PlainModel(), tmp_path), base_url="http://localhost") as client:
     assert client.post("/predict", json={"texts": ["x"], "reject": False}).status_code == 200
     response = client.post("/predict", json={"texts": ["x"], "reject": True})
     assert response.status_code == 400 and "(kind 'fake') cannot reject" in response.json()["error"]

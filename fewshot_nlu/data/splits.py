@@ -29,6 +29,42 @@ def require_splits(config: ml_collections.ConfigDict, builder, field: str, split
           + (f"; {hint}" if hint else ""))
 
 
+TRAIN_FALLBACK = "train"  # data.train_split when the configured one is absent (a user's own folder)
+
+
+def resolve_splits(config: ml_collections.ConfigDict, explicit, development: dict[str, str]) -> list[str]:
+  """Fits a shipped config's split names to the splits the data has, where the caller did not set them
+  (``explicit``: the dotted fields given on the command line or to ``fit``; None: all of them, nothing
+  changes): ``data.train_split`` absent ->
+  ``train``; ``data.eval_split`` absent -> ``test``, else the training split (a sanity check, said so); each
+  ``development`` field (dotted name -> what the method does without it) naming an absent split -> "" (that
+  fallback). Returns what changed, one phrase each, for the caller's one warning line; an explicit field
+  naming an absent split is left for the method's checks to refuse."""
+  if explicit is None:
+    return []
+  builder = base.prepare(_builder(config))
+  available = set(builder.info.splits.keys())
+  changes = []
+
+  def settle(field: str, value: str, why: str) -> None:
+    config_checks.set_field(config, field, value)
+    changes.append(f"{field}={value!r} ({why})")
+
+  train = config.data.train_split
+  if train and train not in available and "data.train_split" not in explicit and TRAIN_FALLBACK in available:
+    settle("data.train_split", TRAIN_FALLBACK, f"{config.data.builder} has no {train!r} split")
+  evaluated = config.data.eval_split
+  if evaluated and evaluated not in available and "data.eval_split" not in explicit:
+    fallback = "test" if "test" in available else config.data.train_split
+    settle("data.eval_split", fallback, f"no {evaluated!r} split" + (
+        "" if fallback == "test" else ": the run scores its training examples, a sanity check, not an estimate"))
+  for field, without in development.items():
+    value = config_checks.get(config, field)
+    if value and value not in available and field not in explicit:
+      settle(field, "", f"no {value!r} split: {without}")
+  return changes
+
+
 def _builder(config: ml_collections.ConfigDict):
   """The dataset builder: raw files from ``data.raw_dir`` if set, else ``data.dir/<its folder>``."""
   cls = builders.builder_class(config.data.builder)

@@ -86,9 +86,12 @@ def _sequence(values: Any, name: str) -> list:
 
 
 def from_lists(texts: Sequence[str], labels: Sequence, *, what: str = "examples",
-               rows: Sequence[str] | None = None, columns: tuple[str, str] = ("text", "label")) -> Examples:
+               rows: Sequence[str] | None = None, columns: tuple[str, str] = ("text", "label"),
+               min_labels: int = 2, multi_label: bool | None = None) -> Examples:
   """Checks and packs parallel sequences; messages name ``texts[i]`` / ``labels[i]``, or with ``rows`` (a
-  DataFrame's) the row and its column (``columns``: the text and label columns)."""
+  DataFrame's) the row and its column (``columns``: the text and label columns). ``min_labels``: the distinct
+  labels needed (2 to train; 1 to add examples to a model); ``multi_label``: the kind of label the caller
+  needs (None: whatever the first example has)."""
   texts, labels = _sequence(texts, "texts"), _sequence(labels, "labels")
   if len(texts) != len(labels):
     raise DataError(f"{what}: {len(texts)} texts but {len(labels)} labels; pass one label (or label set) per text")
@@ -104,18 +107,21 @@ def from_lists(texts: Sequence[str], labels: Sequence, *, what: str = "examples"
   for i, text in enumerate(texts):
     where = name(field_name["text"], i)
     if not isinstance(text, str):
-      raise DataError(f"{where}: {_describe(text)} is not a string (every example needs its text)")
+      raise DataError(f"{where}: {describe(text)} is not a string (every example needs its text)")
     if not text.strip():
       raise DataError(f"{where}: empty text")
     clean_texts.append(text.strip())
   multi = isinstance(labels[0], SET_TYPES) or _is_array(labels[0])
+  if multi_label is not None and multi != multi_label:
+    needed = "label sets (a list of labels per text)" if multi_label else "one string label per text"
+    raise DataError(f"{name(field_name['label'], 0)}: {describe(labels[0])}: this model takes {needed}")
   clean_labels = []
   for i, label in enumerate(labels):
     where = name(field_name["label"], i)
     is_set = isinstance(label, SET_TYPES) or _is_array(label)
     if is_set != multi:
       first = "label sets (multi-label)" if multi else "single labels"
-      raise DataError(f"{where}: {_describe(label)} mixes label kinds: the first example has {first}; give every "
+      raise DataError(f"{where}: {describe(label)} mixes label kinds: the first example has {first}; give every "
                       "example a string label, or every example a list of labels")
     if multi:
       members = list(label)
@@ -126,7 +132,7 @@ def from_lists(texts: Sequence[str], labels: Sequence, *, what: str = "examples"
       _require_label(label, where)
       clean_labels.append(label.strip())
   examples = Examples(tuple(clean_texts), tuple(clean_labels), multi, what)
-  if len(examples.label_names) < 2:
+  if len(examples.label_names) < min_labels:
     raise DataError(f"{what}: only {len(examples.label_names)} intent ({', '.join(examples.label_names) or 'none'}); "
                     "intent detection needs examples of at least 2 intents")
   return examples
@@ -138,12 +144,12 @@ def _is_array(value: Any) -> bool:
 
 def _require_label(label: Any, where: str) -> None:
   if not isinstance(label, str):
-    raise DataError(f"{where}: label {_describe(label)} is not a string (labels are intent names)")
+    raise DataError(f"{where}: label {describe(label)} is not a string (labels are intent names)")
   if not label.strip():
     raise DataError(f"{where}: empty label")
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
   if isinstance(value, float) and value != value:
     return "NaN (a missing value)"
   if value is None:

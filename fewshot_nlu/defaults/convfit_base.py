@@ -15,7 +15,8 @@ n = 3. Deviations, each measured:
     the one more accurate on ``classifier.select_split`` (the development split, ``valid``; never the test set):
     logistic regression wins on balanced few-shot pools, prototypes on long-tail ones
     (bench/results/decision_rules.md, peers.md). Without a development split (``select_split=""``, as for a
-    user's own folder without one) the first candidate, logistic regression;
+    user's own folder without one, resolved at the run's start with a warning) the first candidate, logistic
+    regression;
   * ``classifier.space`` = "pooled": the classifier reads the encoder's mean-pooled vectors before Stage 2's d_o
     down-projection (trained through, then left out; "projected" for the paper's space): on ``valid``, logistic
     regression there is level or ahead in every cell, +0.46 on average (bench/results/decision_rules.md);
@@ -66,7 +67,8 @@ def get_config(dataset: str, shots: str = "10") -> ml_collections.ConfigDict:
   config.stage2.enabled = True
   config.stage2.loss = "ocl"  # "ocl" | "cos" | "smax"
   config.stage2.sampling = "fast"  # "fast" (P x K, all in-batch pairs) | "paper" (§2.2 pair lists)
-  config.stage2.examples_per_class = 4  # fast: K utterances per intent, P = batch_size / K intents per batch
+  config.stage2.examples_per_class = 4  # fast: K utterances per intent
+  config.stage2.intents_per_batch = 0  # fast: P intents per batch; 0 = from the data: min(intents, batch_size / K)
   config.stage2.length_groups = 2  # fast: encode each batch as this many length-sorted sub-batches (less padding)
   config.stage2.negatives = negatives  # paper: n, 2n negative pairs per positive pair
   config.stage2.projection_dim = 512  # d_o; 0 = no down-projection
@@ -78,7 +80,8 @@ def get_config(dataset: str, shots: str = "10") -> ml_collections.ConfigDict:
   config.classifier.kind = "auto"
   config.classifier.candidates = ("linear", "prototype")  # auto: chosen among these (ties: the first)
   # auto: the development split that chooses ("": the first candidate)
-  config.classifier.select_split = "valid" if dataset in DATASETS_WITH_VALID else ""
+  config.classifier.select_split = "valid" if dataset in DATASETS_WITH_VALID else ""  # a run on other data
+  # (--config.data.builder=...) without a "valid" split resolves it to "" with a warning
   config.classifier.k = 1  # knn: neighbours that vote
   config.classifier.space = "pooled"  # "pooled" (before the d_o projection) | "projected" (the paper's space)
   config.classifier.linear = common.mlp_classifier(  # logistic regression, as bench/encoder_baselines.py fits it
@@ -89,5 +92,5 @@ def get_config(dataset: str, shots: str = "10") -> ml_collections.ConfigDict:
   config.eval.before_training = True  # also report k-NN with the untouched encoder
   config.eval.extra_pool_splits = ()  # e.g. ("train_30",): index more examples at inference (Figure 6)
   # held-out in-scope utterances the out-of-scope threshold is calibrated on ("": the pool, leave-one-out)
-  config.eval.calibration_split = "valid" if dataset in DATASETS_WITH_VALID else ""
+  config.eval.calibration_split = "valid" if dataset in DATASETS_WITH_VALID else ""  # likewise
   return config

@@ -25,8 +25,8 @@ from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
-import tqdm
 
+from fewshot_nlu import console
 from fewshot_nlu.data import batching
 
 # fn(batch, rows): ``batch`` is ``pad_to_bucket``'s {"input_ids", "attention_mask"} of [batch_size, bucket];
@@ -66,7 +66,7 @@ def encode_bucketed(token_ids: Sequence[Sequence[int]], fn: BatchFn, *, pad_id: 
     results = jax.tree.map(lambda s: np.zeros((len(token_ids), *s.shape), s.dtype), out)
   else:
     results = [None] * len(token_ids)
-  for start in tqdm.tqdm(range(0, len(order), batch_size), desc=desc, unit="batch", disable=not show_progress):
+  for start in console.bar(range(0, len(order), batch_size), desc=desc, unit="batch", disable=not show_progress):
     rows = order[start : start + batch_size]
     batch = batching.pad_to_bucket([token_ids[i] for i in rows], buckets, pad_id, batch_size)
     # Synchronous on purpose: with 2 CPU cores, letting the host run ahead (async dispatch) competes with

@@ -109,7 +109,9 @@ class IntentModel:
   def add_examples(self, texts: Sequence[str], labels: Sequence[str], *, show_progress: bool = False) -> None:
     """Indexes more labelled examples; new labels become predictable (k-NN, prototypes: at once; MLP: it is
     retrained on every indexed example with its saved ``head`` settings). An MLP saved without them (exports before
-    2026-11-25) keeps its label set: a new label is then an error."""
+    2026-11-25) keeps its label set: a new label is then an error. Examples are checked as ``fit`` checks its own
+    (``protocol.checked_examples``)."""
+    texts, labels = protocol.checked_examples(texts, labels)
     new = sorted(set(labels) - set(self.labels))
     if self.classifier == "mlp" and self.head is None and new:
       raise ValueError(f"new labels {new}: this model's MLP was saved without its training settings, so it cannot "
@@ -159,9 +161,11 @@ class IntentModel:
   def predict(self, texts: Sequence[str], *, neighbours: int = 3, show_progress: bool = False,
               reject: bool = False, threshold: float | None = None) -> list[Prediction]:
     """The intent of each text with its nearest examples; with ``reject`` (or a ``threshold``), ``out_of_scope``
-    where the score is below ``threshold`` (default: the calibrated ``rejection``)."""
-    return self.predict_from(self.encoder.encode(texts, show_progress=show_progress), neighbours=neighbours,
-                             reject=reject, threshold=threshold)
+    where the score is below ``threshold`` (default: the calibrated ``rejection``); a blank text is answered
+    ``protocol.EMPTY``."""
+    return protocol.predict_texts(texts, lambda texts: self.predict_from(
+        self.encoder.encode(texts, show_progress=show_progress), neighbours=neighbours, reject=reject,
+        threshold=threshold))
 
   def predict_from(self, vectors: np.ndarray, *, neighbours: int = 3, reject: bool = False,
                    threshold: float | None = None) -> list[Prediction]:
@@ -230,7 +234,10 @@ class IntentModel:
     prototype cosine (-inf for a label without examples); with k-NN, per label the
     cosine of its nearest indexed example, in [-1, 1] (-inf for a label without examples), or under
     ``metric="dot"`` its largest dot product (unbounded). With k = 1 the argmax is ``predict``'s label; with
-    k > 1 ``predict`` votes over the k nearest examples and may differ."""
+    k > 1 ``predict`` votes over the k nearest examples and may differ. A blank text's row is NaN."""
+    return protocol.score_texts(texts, lambda texts: self._scores(texts, show_progress), len(self.labels))
+
+  def _scores(self, texts: list[str], show_progress: bool) -> np.ndarray:
     vectors = self.encoder.encode(texts, show_progress=show_progress)
     if self.classifier == "mlp":
       return self._label_scores(vectors)

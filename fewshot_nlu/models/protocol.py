@@ -21,11 +21,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-from typing import Any, ClassVar, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, ClassVar, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from fewshot_nlu import workdirs
+from fewshot_nlu.data.user_examples import describe
+from fewshot_nlu.errors import DataError
 
 OUT_OF_SCOPE = "out_of_scope"  # the label of a rejected utterance (``predict(..., reject=True)``)
 
@@ -50,6 +52,9 @@ class Prediction:
   score: float  # the model's own scale: see its ``scores`` (k-NN: summed cosine, MLP: probability, QAID: Score)
   neighbours: tuple[Neighbour, ...]  # nearest labelled rows, best first (the explanation)
   best_label: str | None = None  # set when rejected (label = OUT_OF_SCOPE): the intent it scored highest
+  # with rejection asked for (models.rejection.apply): the score it compared with the threshold, and the threshold
+  rejection_score: float | None = None
+  threshold: float | None = None
 
   @property
   def labels(self) -> tuple[str, ...]:
@@ -59,6 +64,9 @@ class Prediction:
     out = {"label": self.label, "score": self.score, "neighbours": [n.to_dict() for n in self.neighbours]}
     if self.best_label is not None:
       out["best_label"] = self.best_label
+    if self.threshold is not None:
+      out["rejection"] = {"score": self.rejection_score, "threshold": self.threshold,
+                          "rejected": self.label == OUT_OF_SCOPE}
     return out
 
 
@@ -123,6 +131,71 @@ class SlotPrediction:
   def to_dict(self) -> dict[str, Any]:
     return {"labels": list(self.labels), "score": self.score, "tags": " ".join(self.tags),
             "slots": [s.to_dict() for s in self.slots]}
+
+
+@dataclasses.dataclass(frozen=True)
+class EmptyPrediction:
+  """The answer to a blank text: there is nothing to classify. ``predict --input`` writes it as
+  ``{"text": "", "empty": true}``; ``scores`` gives its row as NaN."""
+
+  label = None
+  best_label = None
+  labels: tuple = ()
+  score: float = float("nan")
+  neighbours: tuple = ()
+
+  def to_dict(self) -> dict[str, Any]:
+    return {"empty": True}
+
+
+EMPTY = EmptyPrediction()
+
+
+def text_list(texts: Any, what: str = "texts") -> list[str]:
+  """``texts`` as a list of strings; anything else is a ``DataError`` (a ``ValueError``) naming the item (a lone
+  string is refused: it would be read as a list of characters)."""
+  if isinstance(texts, (str, bytes)):
+    raise DataError(f"{what}: expected a list of texts, got one {type(texts).__name__}; wrap it in a list: [text]")
+  if not hasattr(texts, "__iter__") or isinstance(texts, dict):
+    raise DataError(f"{what}: expected a list of texts, got {type(texts).__name__}")
+  texts = list(texts)
+  for i, text in enumerate(texts):
+    if not isinstance(text, str):
+      raise DataError(f"{what}[{i}]: {describe(text)} is not a string")
+  return texts
+
+
+def predict_texts(texts: Any, predict: Callable[[list[str]], list]) -> list:
+  """``predict`` on the texts that hold words; a blank text is answered ``EMPTY`` in its place, and an empty list
+  with an empty list (what every model's ``predict`` does with its input)."""
+  texts = text_list(texts)
+  answered = [i for i, text in enumerate(texts) if text.strip()]
+  out: list = [EMPTY] * len(texts)
+  for i, prediction in zip(answered, predict([texts[i] for i in answered]) if answered else []):
+    out[i] = prediction
+  return out
+
+
+def score_texts(texts: Any, scores: Callable[[list[str]], np.ndarray], width: int) -> np.ndarray:
+  """``scores`` on the texts that hold words, as a [len(texts), width] float32 matrix whose blank texts' rows are
+  NaN (what every model's ``scores`` does with its input)."""
+  texts = text_list(texts)
+  answered = [i for i, text in enumerate(texts) if text.strip()]
+  out = np.full((len(texts), width), np.nan, np.float32)
+  if answered:
+    out[answered] = scores([texts[i] for i in answered])
+  return out
+
+
+def checked_examples(texts: Any, labels: Any, *, multi_label: bool = False) -> tuple[list[str], list]:
+  """Examples for ``add_examples``, checked as ``fewshot_nlu.fit`` checks its training examples
+  (``data.user_examples``: non-empty texts; labels non-empty strings, or label sets for a multi-label model;
+  a ``DataError``, a ``ValueError``, naming ``texts[i]`` / ``labels[i]`` otherwise); texts stripped as ``fit``
+  stores them."""
+  from fewshot_nlu.data import user_examples
+  examples = user_examples.from_lists(text_list(texts), labels, what="add_examples", min_labels=1,
+                                      multi_label=multi_label)
+  return list(examples.texts), list(examples.labels)
 
 
 @runtime_checkable

@@ -107,9 +107,15 @@ def resolve_threshold(calibrated: Rejection | None, threshold: float | None, wha
 
 def apply(predictions: Sequence[Prediction], threshold: float, score: str = "prediction") -> list[Prediction]:
   """Predictions whose ``score`` (``score_of``) is below ``threshold`` become ``OUT_OF_SCOPE`` (their score and
-  evidence kept, the intent they would have been in ``best_label``)."""
-  return [dataclasses.replace(p, label=OUT_OF_SCOPE, best_label=p.label) if score_of(p, score) < threshold else p
-          for p in predictions]
+  evidence kept, the intent they would have been in ``best_label``); every prediction records the score it was
+  judged by (``rejection_score``) and the ``threshold``, which may be on another scale than its own ``score``
+  (a logistic regression's probability, judged by its nearest example's cosine)."""
+  out = []
+  for p in predictions:
+    judged = score_of(p, score)
+    p = dataclasses.replace(p, rejection_score=judged, threshold=float(threshold))
+    out.append(dataclasses.replace(p, label=OUT_OF_SCOPE, best_label=p.label) if judged < threshold else p)
+  return out
 
 
 # ------------------------------------------------------------------------------------- out-of-fold scores

@@ -20,12 +20,15 @@ from typing import Any, Awaitable, Callable
 import numpy as np
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from fewshot_nlu import errors
 from fewshot_nlu.serve import bodies
+from fewshot_nlu.serve.security import Access, RequestGuard
 from fewshot_nlu.serve.worker import ModelWorker, Stopped
 
 log = logging.getLogger(__name__)
@@ -44,8 +47,11 @@ def supports_reject(model) -> bool:
 
 
 def create_app(model, model_dir: str | pathlib.Path, *, limits: bodies.Limits = bodies.Limits(),
-               max_batch_texts: int = 64, batch_wait_s: float = 0.002) -> Starlette:
-  """The server for ``model`` (loaded from ``model_dir``, where ``/examples?persist=true`` writes)."""
+               max_batch_texts: int = 64, batch_wait_s: float = 0.002, access: Access = Access(),
+               persist: bool = False) -> Starlette:
+  """The server for ``model`` (loaded from ``model_dir``), behind ``access`` (``serve.security``: hosts, origins,
+  API key, read-only). ``persist``: ``/examples?persist=true`` writes the examples into ``model_dir`` (the caller
+  holds the export's lock, ``serve.__main__``); without it such a request is refused."""
   worker = ModelWorker(model, max_batch_texts=max_batch_texts, batch_wait_s=batch_wait_s)
   model_dir = pathlib.Path(model_dir)
   can_reject = supports_reject(model)
@@ -65,6 +71,9 @@ def create_app(model, model_dir: str | pathlib.Path, *, limits: bodies.Limits = 
 
   async def examples(request: Request) -> JSONResponse:
     asked = bodies.examples_request(await read_body(request, limits), dict(request.query_params), limits)
+    if asked.persist and not persist:
+      raise bodies.BadRequest("persist: this server does not write to its export; start it with --persist (one "
+                              "persisting server per export) or send the examples without ?persist=true", status=403)
 
     def add() -> dict:  # on the model's thread, alone
       before = set(model.labels)
@@ -101,7 +110,11 @@ def create_app(model, model_dir: str | pathlib.Path, *, limits: bodies.Limits = 
             Route("/examples", answered(examples), methods=["POST"]),
             Route("/labels", answered(labels), methods=["GET"]),
             Route("/healthz", answered(healthz), methods=["GET"])]
-  app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error, Exception: internal_error})
+  middleware = [Middleware(RequestGuard, access=access),
+                Middleware(CORSMiddleware, allow_origins=access.allowed_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["Content-Type", "Authorization"])]
+  app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
+                  exception_handlers={HTTPException: http_error, Exception: internal_error})
   app.state.worker = worker
   return app
 

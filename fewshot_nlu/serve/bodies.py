@@ -55,7 +55,7 @@ def parse_json(body: bytes) -> dict:
   if not body.strip():
     raise BadRequest("empty body; send a JSON object, e.g. {\"texts\": [\"...\"]}")
   try:
-    value = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+    value = json.loads(body.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_no_duplicate_keys)
   except UnicodeDecodeError as e:
     raise BadRequest(f"the body is not UTF-8 ({e.reason} at byte {e.start})") from None
   except json.JSONDecodeError as e:
@@ -66,7 +66,34 @@ def parse_json(body: bytes) -> dict:
     raise BadRequest("malformed JSON: nested too deeply") from None
   if not isinstance(value, dict):
     raise BadRequest(f"the body must be a JSON object, got {_kind(value)}")
+  _require_unicode(value, "")
   return value
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
+  keys = [k for k, _ in pairs]
+  repeated = next((k for k in keys if keys.count(k) > 1), None)
+  if repeated is not None:
+    raise BadRequest(f"malformed JSON: the key {repeated!r} appears twice in one object; give each field once")
+  return dict(pairs)
+
+
+def _require_unicode(value: Any, where: str) -> None:
+  """Every string in ``value`` is text that UTF-8 can carry: JSON's ``\\ud800`` escapes can spell lone UTF-16
+  surrogates, which are no characters (and which no tokenizer can read)."""
+  if isinstance(value, str):
+    try:
+      value.encode("utf-8")
+    except UnicodeEncodeError as e:
+      raise BadRequest(f"{where or 'the body'}: not valid Unicode text (a lone surrogate "
+                       f"{value[e.start]!r} at character {e.start})") from None
+  elif isinstance(value, dict):
+    for key, item in value.items():
+      _require_unicode(key, where or "a key")
+      _require_unicode(item, f"{where}.{key}" if where else key)
+  elif isinstance(value, list):
+    for i, item in enumerate(value):
+      _require_unicode(item, f"{where}[{i}]")
 
 
 def predict_request(body: dict, limits: Limits) -> PredictRequest:

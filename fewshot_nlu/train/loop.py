@@ -16,9 +16,8 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tqdm
 
-from fewshot_nlu import sharding
+from fewshot_nlu import console, sharding
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.errors import UserError
 from fewshot_nlu.train.checkpoint import Checkpointer
@@ -113,8 +112,7 @@ def train(*, training: Training, stream: EpochStream,
     if checked != step:
       check_params(all_finite, step, state, divergence_hint)
       checked = step
-  bar = tqdm.tqdm(total=total_steps, initial=step, desc=description, unit="step",
-                  disable=jax.process_index() != 0, dynamic_ncols=True)
+  bar = console.bar(total=total_steps, initial=step, desc=description, unit="step", dynamic_ncols=True)
 
   def log_pending():
     nonlocal pending

@@ -179,7 +179,9 @@ def decode(value: Any) -> Any:
 
 def prepare(builder: tfds.core.DatasetBuilder) -> tfds.core.DatasetBuilder:
   """Builds the array_record files once (a no-op when they exist)."""
-  builder.download_and_prepare(file_format="array_record")
+  from fewshot_nlu import console
+  with console.quiet():  # TFDS's "Downloading and preparing dataset" and shuffling bars, for a few rows
+    builder.download_and_prepare(file_format="array_record")
   return builder
 
 

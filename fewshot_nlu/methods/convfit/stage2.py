@@ -105,12 +105,13 @@ def validate(config: ml_collections.ConfigDict) -> None:
     raise config_checks.ConfigError("config.stage2.projection_dim and config.stage2.negatives must be >= 0")
   if config.stage2.sampling == "fast":
     config_checks.require_positive(config, "stage2.examples_per_class")
+    config_checks.require_non_negative(config, "stage2.intents_per_batch")
     specialisation.validate_length_groups(config)
-    if config.train.batch_size % config.stage2.examples_per_class:
+    p, k, batch = config.stage2.intents_per_batch, config.stage2.examples_per_class, config.train.batch_size
+    if p * k > batch:
       raise config_checks.ConfigError(
-          f"config.stage2.examples_per_class: {config.stage2.examples_per_class} does not divide "
-          f"config.train.batch_size={config.train.batch_size} (fast sampling fills batches with P intents x K "
-          "utterances)")
+          f"config.stage2.intents_per_batch: {p} intents x {k} utterances (config.stage2.examples_per_class) do not "
+          f"fit batches of config.train.batch_size={batch}; lower one of them, or raise the batch size")
   specialisation.validate_frozen_prefix(config)
   splits.require_splits(config, builder, "eval.extra_pool_splits", config.eval.extra_pool_splits)
   if config.eval.calibration_split:
@@ -123,17 +124,71 @@ def validate(config: ml_collections.ConfigDict) -> None:
 
 def fast_stream(split: IntentSplit, label_ids: dict, tokenizer, config, batch_size: int, mesh,
                 cache=None) -> EpochStream:
-  """P intents x K utterances per batch (``samplers.ClassBalancedBatches``), for the all-pairs loss."""
+  """P intents x K utterances per batch (``samplers.ClassBalancedBatches``; P = ``stage2.intents_per_batch``,
+  K = ``stage2.examples_per_class``), padded to ``batch_size`` rows, for the all-pairs loss."""
   labels = np.array([label_ids[l] for l in split.labels], np.int32)
   k = config.stage2.examples_per_class
-  p = batch_size // k
-  if p > len(label_ids) or p < 2:
+  p = config.stage2.intents_per_batch or intents_per_batch(len(label_ids), batch_size, k)
+  if not 2 <= p <= len(label_ids):
     raise config_checks.ConfigError(
-        f"config.stage2.examples_per_class: batches of {batch_size} with K={k} hold P={p} intents, but fast "
-        f"sampling needs 2 <= P <= {len(label_ids)} (the intents of {split.source})")
+        f"config.stage2.intents_per_batch: {p} intents per batch, but fast sampling needs 2 to {len(label_ids)} "
+        f"(the intents of {split.source}); set it to 0 to derive it from the data")
   plan = samplers.ClassBalancedBatches(tuple(int(l) for l in labels), p, k, seed=config.seed)
   return specialisation.in_batch_stream(split.texts, {"label": labels}, tokenizer, config, batch_size, mesh, plan,
                                         cache)
+
+
+def intents_per_batch(intents: int, batch_size: int, k: int) -> int:
+  """P for ``stage2.intents_per_batch = 0``: as many intents as batches of ``batch_size`` hold at K utterances
+  each, at most the data's ``intents`` (fewer intents: a batch of P x K utterances padded to ``batch_size``)."""
+  return min(intents, batch_size // k)
+
+
+def resolve(config: ml_collections.ConfigDict, explicit: frozenset[str] | None) -> None:
+  """Fits the shipped config to the data where the caller did not set a field (``explicit``; None: the caller
+  set every field): split names
+  (``splits.resolve_splits``; without a development split the decision rule is logistic regression and the
+  out-of-scope threshold is calibrated on the training examples), and the batch geometry of fast sampling
+  (``stage2.intents_per_batch`` = 0 -> P from the data, recorded in the run's config). One warning line says
+  what the run does without the splits it expected (the geometry is logged as information); a config the data
+  cannot satisfy is a ``ConfigError`` naming the field."""
+  development = {"eval.calibration_split": "out-of-scope rejection is calibrated on the training examples, "
+                                           "leave-one-out"}
+  if config.classifier.kind == AUTO:
+    development["classifier.select_split"] = (f"the decision rule is {config.classifier.candidates[0]}, the first "
+                                              "of classifier.candidates")
+  changes = splits.resolve_splits(config, explicit, development)
+  if changes:
+    log.warning("fitted to the data: %s", "; ".join(changes))
+  if config.stage2.enabled and config.stage2.sampling == "fast":
+    for change in _resolve_geometry(config, explicit):
+      log.info("fitted to the data: %s", change)
+
+
+def _resolve_geometry(config: ml_collections.ConfigDict, explicit: frozenset[str] | None) -> list[str]:
+  """``stage2.intents_per_batch`` for fast sampling: checked against the data's intents when set, else derived
+  (``intents_per_batch``); what changed, for ``resolve``'s warning."""
+  intents = len(set(splits.read_split(config, config.data.train_split).labels))
+  k, batch = config.stage2.examples_per_class, config.train.batch_size
+  if config.stage2.intents_per_batch:
+    if config.stage2.intents_per_batch > intents:
+      raise config_checks.ConfigError(
+          f"config.stage2.intents_per_batch: {config.stage2.intents_per_batch} intents per batch, but "
+          f"{config.data.builder}/{config.data.train_split} has {intents}; set it to {intents} or less, or to 0 "
+          "to derive it from the data")
+    return []
+  if k > 0:
+    p = intents_per_batch(intents, batch, k)
+    if p < 2:
+      field = "train.batch_size" if "train.batch_size" in (explicit or ()) else "stage2.examples_per_class"
+      raise config_checks.ConfigError(
+          f"config.{field}: batches of {batch} with K={k} utterances per intent (config.stage2.examples_per_class) "
+          f"hold {batch // k} intent, but fast sampling needs 2 or more; lower config.stage2.examples_per_class "
+          f"to {batch // 2} or less, or raise config.train.batch_size to {2 * k} or more")
+    config.stage2.intents_per_batch = p
+    if p < batch // k:
+      return [f"stage2.intents_per_batch={p} ({intents} intents: batches of {p} x {k} utterances, padded to {batch})"]
+  return []
 
 
 # ------------------------------------------------------------------------------------------------- run

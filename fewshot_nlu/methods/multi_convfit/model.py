@@ -53,14 +53,16 @@ class MultiLabelModel:
     return mlp_head.predict_proba(self.mlp, features, multilabel=True)
 
   def scores(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
-    """[len(texts), len(labels)] sigmoid probabilities (``probabilities``)."""
-    return np.asarray(self.probabilities(texts, show_progress=show_progress), np.float32)
+    """[len(texts), len(labels)] sigmoid probabilities (``probabilities``); a blank text's row is NaN."""
+    return protocol.score_texts(texts, lambda texts: np.asarray(self.probabilities(texts, show_progress=show_progress),
+                                                                np.float32), len(self.labels))
 
   def predict(self, texts: Sequence[str], *, neighbours: int | None = None, show_progress: bool = False
               ) -> list[LabelSetPrediction]:
     """The intent set of each text, with the ``neighbours`` most likely intents' probabilities (default:
-    every intent's) as the evidence."""
-    return self.predict_from(self.probabilities(texts, show_progress=show_progress), neighbours=neighbours)
+    every intent's) as the evidence; a blank text is answered ``protocol.EMPTY``."""
+    return protocol.predict_texts(texts, lambda texts: self.predict_from(
+        self.probabilities(texts, show_progress=show_progress), neighbours=neighbours))
 
   def predict_from(self, probabilities: np.ndarray, *, neighbours: int | None = None) -> list[LabelSetPrediction]:
     chosen = multilabel.decide(probabilities, self.thresholds, self.labels)

@@ -167,9 +167,8 @@ class QAIDModel:
   def add_examples(self, texts: Sequence[str], labels: Sequence[str], *, show_progress: bool = False) -> None:
     """Indexes labelled example queries (scored under ``match="qq+qa"``, and part of their intent's document under
     ``"intent_doc"``); an unseen label also gets its answer (its intent name), so new intents become predictable
-    without retraining."""
-    if len(texts) != len(labels):
-      raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
+    without retraining. Examples are checked as ``fit`` checks its own (``protocol.checked_examples``)."""
+    texts, labels = protocol.checked_examples(texts, labels)
     new = list(dict.fromkeys(l for l in labels if l not in set(self.labels)))
     self.add_answers(new, show_progress=show_progress)
     self._add_rows([{"kind": "query", "label": l, "text": t} for t, l in zip(texts, labels)], show_progress)
@@ -266,8 +265,9 @@ class QAIDModel:
   def scores(self, texts: Sequence[str], *, show_progress: bool = False, match: str | None = None) -> np.ndarray:
     """[len(texts), len(labels)]: per intent, the Score of its best scored row (its name; under qq+qa also its
     example queries; under intent_doc its document); -inf where the approximate candidate stage left all of an
-    intent's rows out. The argmax is ``predict``'s label."""
-    return self.label_scores(*self.row_scores(texts, show_progress=show_progress, match=match))
+    intent's rows out. The argmax is ``predict``'s label. A blank text's row is NaN."""
+    return protocol.score_texts(texts, lambda texts: self.label_scores(
+        *self.row_scores(texts, show_progress=show_progress, match=match)), len(self.labels))
 
   def label_scores(self, scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Row scores ([N, R] over ``rows``) -> [N, len(labels)]: per intent, its best row's score."""
@@ -281,9 +281,13 @@ class QAIDModel:
     """The best-scoring row's intent per text, with the ``neighbours`` best rows (intent names, and example
     queries under qq+qa; under intent_doc the intents' names with their documents' scores) and their
     late-interaction scores as the explanation. With ``reject`` (or a ``threshold``): ``out_of_scope`` where the
-    score is below ``threshold`` (default: the calibrated ``rejection``)."""
+    score is below ``threshold`` (default: the calibrated ``rejection``). A blank text is answered
+    ``protocol.EMPTY``."""
     cut = (rejection.resolve_threshold(self.rejection, threshold, f"this {self.kind} model")
            if reject or threshold is not None else None)
+    return protocol.predict_texts(texts, lambda texts: self._predict(texts, neighbours, show_progress, cut))
+
+  def _predict(self, texts: list[str], neighbours: int, show_progress: bool, cut: float | None) -> list[Prediction]:
     scores, rows = self.row_scores(texts, show_progress=show_progress)
     depth = min(max(neighbours, 1), len(rows))
     top = np.argsort(-scores, axis=1, kind="stable")[:, :depth]

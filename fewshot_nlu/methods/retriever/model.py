@@ -86,7 +86,8 @@ class SlotFillerModel:
   def add_examples(self, texts: Sequence[str], labels: Sequence[str | Sequence[str]]) -> None:
     """Adds labelled utterances: ``texts`` split on whitespace, ``labels`` their BIO tags (a sequence per text,
     or one whitespace-separated string)."""
-    if len(texts) != len(labels):
+    texts = protocol.text_list(texts)
+    if isinstance(labels, (str, bytes)) or len(texts) != len(labels):
       raise ValueError(f"{len(texts)} texts but {len(labels)} tag sequences")
     self.add_support([{"tokens": t.split(), "tags": l.split() if isinstance(l, str) else list(l)}
                       for t, l in zip(texts, labels)])
@@ -96,8 +97,11 @@ class SlotFillerModel:
   def predict(self, texts: Sequence[str], *, neighbours: int = 1) -> list[SlotPrediction]:
     """The decoded slots of each text (§5.2: dynamic threshold, beam search, merging). Each slot's evidence is
     the one support span its words retrieved (for a merged slot, that of its best-scoring part);
-    ``neighbours`` is accepted for the protocol and not used."""
+    ``neighbours`` is accepted for the protocol and not used. A blank text is answered ``protocol.EMPTY``."""
     del neighbours
+    return protocol.predict_texts(texts, self._predict)
+
+  def _predict(self, texts: list[str]) -> list[SlotPrediction]:
     words = [tuple(t.split()) for t in texts]
     out = []
     for w, row in zip(words, self.retriever.candidates(words)):
@@ -113,7 +117,11 @@ class SlotFillerModel:
   def scores(self, texts: Sequence[str]) -> np.ndarray:
     """[len(texts), len(labels)]: per slot label, the best normalised score (cosine clipped to [0, 1]) of any
     span of up to ``max_words`` words of the text against that label's support spans (or prototype); 0 for a
-    text without words. How strongly the text holds something like each slot, before decoding."""
+    text without words. How strongly the text holds something like each slot, before decoding. A blank text's
+    row is NaN."""
+    return protocol.score_texts(texts, self._scores, len(self.labels))
+
+  def _scores(self, texts: list[str]) -> np.ndarray:
     if self.retriever.index is None:
       raise ValueError("the model has no support set to retrieve from")
     words = [t.split() for t in texts]

@@ -40,9 +40,8 @@ import time
 import jax
 import ml_collections
 import numpy as np
-import tqdm
 
-from fewshot_nlu import config_checks, workdirs
+from fewshot_nlu import config_checks, console, workdirs
 from fewshot_nlu.data import splits, tsv
 from fewshot_nlu.data.builders.slots import FOLDS, load_episodes
 from fewshot_nlu.encoders import pretrained
@@ -90,8 +89,7 @@ def episode_f1(retriever: SlotRetriever, episodes: list[dict], thresholds, decod
   """[episodes, thresholds] F1 of every episode at every threshold (candidates are retrieved once per episode).
   With ``predictions`` (a list), appends one row per query utterance at the first threshold."""
   scores = np.zeros((len(episodes), len(thresholds)))
-  for e, episode in enumerate(tqdm.tqdm(episodes, desc=desc, unit="episode", leave=False,
-                                        disable=jax.process_index() != 0)):
+  for e, episode in enumerate(console.bar(episodes, desc=desc, unit="episode", leave=False)):
     retriever.set_support(episode["support"])
     queries = episode["query"]
     candidates = retriever.candidates([q["tokens"] for q in queries])
