@@ -39,7 +39,6 @@ paper's row of the same name; QAID without pre-training is the ``qaid`` row itse
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
 

@@ -24,7 +24,7 @@ head's; exports calibrated before 2026-11-25 threshold its probability); QAID, E
   python -m fewshot_nlu.predict --model DIR --reject --threshold 0.6 --input queries.txt
 
 ``--support`` (slot filler) swaps in another support set: a ``seq.in``/``seq.out`` folder or a JSONL of
-``{"tokens": [...], "tags": [...]}`` (``methods.retriever.support``), so one trained span encoder fills the
+``{"tokens": [...], "tags": [...]}`` (``data.support``), so one trained span encoder fills the
 slots of a new domain. ``--add`` adds labelled examples (a TSV of ``text<TAB>label`` lines; for a slot filler ``text<TAB>BIO tags``,
 one tag per word) before predicting, without retraining: inference-time pool augmentation (ConvFiT Figure 6),
 new intents / slot labels; ``--save`` writes them back into the model. A multi-label model refuses ``--add``
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
       if getattr(model, "kind", None) != "slot_filler":
         raise ValueError(f"--support: {args.model} is a {getattr(model, 'kind', '?')} model; only a slot filler "
                          "(a Retriever fold's export) answers from a support set")
-      from fewshot_nlu.methods.retriever.support import read_support
+      from fewshot_nlu.data.support import read_support
       model.replace_support(read_support(args.support))
       print(f"support set: {len(model)} utterances from {args.support} ({len(model.labels)} slot labels)",
             file=sys.stderr)

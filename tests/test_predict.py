@@ -20,8 +20,8 @@ from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.methods.multi_convfit.model import MultiLabelModel
 from fewshot_nlu.methods.qaid.model import QAIDModel
-from fewshot_nlu.methods.retriever.model import SlotFillerModel
-from fewshot_nlu.methods.retriever.spans import SlotRetriever, SpanEncoder
+from fewshot_nlu.models.slot_filler import SlotFillerModel
+from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder
 from fewshot_nlu.models import protocol
 from fewshot_nlu.models.intent_model import IntentModel
 from tests import tiny

@@ -12,8 +12,8 @@ import pytest
 
 from fewshot_nlu.encoders import pretrained, transformer
 from fewshot_nlu.evaluation.span_f1 import SpanCounts
-from fewshot_nlu.methods.retriever import training as retriever_training
-from fewshot_nlu.methods.retriever.decoding import (
+from fewshot_nlu.train import span_training as retriever_training
+from fewshot_nlu.models.span_decoding import (
   Candidate,
   beam_search,
   decode,
@@ -22,8 +22,8 @@ from fewshot_nlu.methods.retriever.decoding import (
   merge_consecutive,
   to_bio,
 )
-from fewshot_nlu.methods.retriever.losses import batch_softmax_loss, reduce_label_scores
-from fewshot_nlu.methods.retriever.spans import SlotRetriever, SpanEncoder, labelled_spans
+from fewshot_nlu.losses.batch_softmax import batch_softmax_loss, reduce_label_scores
+from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder, labelled_spans
 from tests import report_checks, tiny
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -184,7 +184,7 @@ def test_lower_layers_is_the_layer_output_and_saves_as_a_smaller_model(tiny_bert
 
 
 def test_span_encoder_encodes_each_distinct_utterance_once(tiny_bert_dir, monkeypatch):
-  from fewshot_nlu.methods.retriever import spans as spans_module
+  from fewshot_nlu.models import span_retrieval as spans_module
   model = pretrained.load_pretrained(str(tiny_bert_dir))
   encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
   calls = []
@@ -432,7 +432,7 @@ def test_clinc_protocol_pretrain_then_finetune(tiny_bert_dir, tmp_path):
 # ------------------------------------------------------------------------------ support sets from files
 
 def test_read_support_from_a_seq_folder_and_jsonl(tmp_path):
-  from fewshot_nlu.methods.retriever.support import read_support
+  from fewshot_nlu.data.support import read_support
   folder = tmp_path / "support"
   folder.mkdir()
   (folder / "seq.in").write_text("play jazz please\nwake me at seven am\n")
@@ -453,7 +453,7 @@ def test_read_support_from_a_seq_folder_and_jsonl(tmp_path):
     ("play jazz\n", "O O\n", r"no utterance holds a labelled slot"),
 ])
 def test_bad_support_folders_name_file_line_and_field(tmp_path, seq_in, seq_out, message):
-  from fewshot_nlu.methods.retriever.support import read_support
+  from fewshot_nlu.data.support import read_support
   (tmp_path / "seq.in").write_text(seq_in)
   (tmp_path / "seq.out").write_text(seq_out)
   with pytest.raises(ValueError, match=message):
@@ -467,7 +467,7 @@ def test_bad_support_folders_name_file_line_and_field(tmp_path, seq_in, seq_out,
     ("{not json", r"s\.jsonl:2: not valid JSON"),
 ])
 def test_bad_support_jsonl_names_line_and_field(tmp_path, line, message):
-  from fewshot_nlu.methods.retriever.support import read_support
+  from fewshot_nlu.data.support import read_support
   path = tmp_path / "s.jsonl"
   path.write_text('{"tokens": "play jazz", "tags": "O B-genre"}\n' + line + "\n")
   with pytest.raises(ValueError, match=message):
@@ -480,7 +480,7 @@ def test_bad_support_jsonl_names_line_and_field(tmp_path, line, message):
 
 
 def test_an_exported_slot_filler_answers_from_another_support_set(tiny_bert_dir, tmp_path):
-  from fewshot_nlu.methods.retriever.model import SlotFillerModel
+  from fewshot_nlu.models.slot_filler import SlotFillerModel
   model = pretrained.load_pretrained(str(tiny_bert_dir))
   encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
   support = [{"tokens": "set an alarm for seven am".split(), "tags": "O O O O B-time I-time".split()}]

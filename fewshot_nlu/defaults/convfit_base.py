@@ -56,6 +56,7 @@ def get_config(dataset: str, shots: str = "10") -> ml_collections.ConfigDict:
 
   config.train.batch_size = 32
   config.train.epochs = epochs
+  config.train.min_steps = 0  # > 0: at least this many steps, however few the utterances (a floor on the schedule)
   config.train.learning_rate = 2e-5
   config.train.warmup_fraction = 0.1
   config.train.decay = "linear"

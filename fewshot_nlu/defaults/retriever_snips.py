@@ -12,7 +12,7 @@ per-episode conlleval F1 averaged. Only training differs from App. A.1, as follo
   * The embeddings and layer 0 frozen, their states computed once per utterance
     (``train.frozen_prefix_layers = 1``), so a step trains layers 1-2 only.
   * ``retriever.negative_spans = 4``: non-slot spans of each item's utterance as a "none" column of the batch
-    softmax (``methods.retriever.losses``), against the paper's main error source (invalid spans retrieving a
+    softmax (``losses.batch_softmax``), against the paper's main error source (invalid spans retrieving a
     slot); ``retriever.cosine_scale = 20``: s = 20 cos(z, z') in training, the similarity retrieval uses.
   * lr 1e-4 (App. A.1: 2e-5) with 10% warm-up, ``train.max_steps = 150`` per fold (B = 5 spans of each of the
     ~30 source labels: ~1/20 of an epoch of per-label batches; the paper trains to early stopping), the

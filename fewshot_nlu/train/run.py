@@ -35,6 +35,8 @@ def validate_training(config: ml_collections.ConfigDict) -> None:
                                  "model.max_length", "eval.batch_size", "train.save_every",
                                  "train.log_every", "train.keep_checkpoints")
   config_checks.require_non_negative(config, "train.max_steps", "train.weight_decay", "train.grad_clip_norm")
+  if "min_steps" in config.train:
+    config_checks.require_non_negative(config, "train.min_steps")
   for i, (pattern, rate) in enumerate(config.train.get("group_learning_rates", ())):
     if not config_checks.is_positive(rate):
       raise config_checks.ConfigError(f"config.train.group_learning_rates[{i}]: the learning rate of {pattern!r} "
@@ -107,10 +109,11 @@ def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any,
           loss_fn: LossFn, stream: EpochStream, mesh, writer: MetricWriter, *, grads_fn: GradsFn | None = None,
           total_steps: int | None = None, callback=None, callback_every: int = 0) -> tuple[Any, int]:
   """Runs the resumable training loop (``config.train.epochs`` of ``stream`` unless ``total_steps`` is
-  given, at most ``config.train.max_steps`` when the config has one > 0); returns (trained params on host,
+  given, at least ``config.train.min_steps`` and at most ``config.train.max_steps`` when the config has them
+  > 0); returns (trained params on host,
   the steps trained: the schedule's length, or where a ``callback`` stopped it early). ``callback`` /
   ``callback_every``: see ``train.loop.train``."""
-  total_steps = total_steps or stream.total_steps(config.train.epochs)
+  total_steps = max(total_steps or stream.total_steps(config.train.epochs), config.train.get("min_steps", 0))
   if config.train.get("max_steps", 0):
     total_steps = min(total_steps, config.train.max_steps)
   training = build_training(params, logical_axes, loss_fn, total_steps, mesh, config, grads_fn)

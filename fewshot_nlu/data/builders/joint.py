@@ -22,51 +22,18 @@ the span scorers and the Retriever).
 from __future__ import annotations
 
 import pathlib
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import tensorflow_datasets as tfds
 
-from fewshot_nlu.data.bio import validate_bio
 from fewshot_nlu.data.builders.base import UserFolderBuilder, check_split_name, indexed_features
-from fewshot_nlu.data.intent_folder import read_lines
-from fewshot_nlu.errors import DataError, MissingDataFile
+from fewshot_nlu.data.joint_folder import FILES, read_joint_split
+from fewshot_nlu.errors import MissingDataFile
 
-FILES = ("seq.in", "seq.out", "label")
 _SNIPS_REPO = ("https://raw.githubusercontent.com/jianguoz/Few-Shot-Intent-Detection/"
                "fa9553312b1dba54b1be0aae2d30b13171f898e5/Datasets/SNIPS")
 _MIXATIS_REPO = ("https://raw.githubusercontent.com/yizhen20133868/GL-GIN/"
                  "df2bcaf0e9229838707dc9d63a4fe6934b9be307/data/MixATIS_clean")
-
-
-def check_aligned(directory: pathlib.Path, columns: dict[str, list[str]]) -> None:
-  """Errors at the first line one of the files lacks."""
-  counts = {name: len(lines) for name, lines in columns.items()}
-  shortest = min(counts, key=counts.get)
-  if len(set(counts.values())) > 1:
-    sizes = ", ".join(f"{name} {count}" for name, count in counts.items())
-    raise DataError(f"{directory / shortest}:{counts[shortest] + 1}: line missing (line counts: {sizes}); "
-                     f"{', '.join(FILES)} must be line-aligned")
-
-
-def joint_example(directory: pathlib.Path, index: int, text: str, tag_line: str, label: str) -> dict[str, Any]:
-  line = index + 1
-  tokens, tags = text.split(), tag_line.split()
-  if len(tags) != len(tokens):
-    raise DataError(f"{directory / 'seq.out'}:{line}: {len(tags)} tags for the {len(tokens)} tokens of "
-                     f"seq.in line {line}")
-  validate_bio(tags, f"{directory / 'seq.out'}:{line}")
-  intents = label.split("#")
-  if not all(intents):
-    raise DataError(f"{directory / 'label'}:{line}: empty intent in {label!r} (intents are joined by '#')")
-  return {"index": index, "text": text, "tokens": tokens, "tags": tags, "intents": intents}
-
-
-def read_joint_split(directory: str | pathlib.Path) -> list[dict[str, Any]]:
-  """The examples of one split folder (``seq.in``, ``seq.out``, ``label``), validated (see module docstring)."""
-  directory = pathlib.Path(directory)
-  columns = {name: read_lines(directory / name) for name in FILES}
-  check_aligned(directory, columns)
-  return [joint_example(directory, index, *row) for index, row in enumerate(zip(*columns.values()))]
 
 
 def joint_split_names(raw: pathlib.Path) -> list[str]:

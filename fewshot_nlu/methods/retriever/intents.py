@@ -46,8 +46,8 @@ from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation import knn
 from fewshot_nlu.evaluation.prototypes import label_means
 from fewshot_nlu.index import Index
-from fewshot_nlu.methods.retriever import training as retriever_training
-from fewshot_nlu.methods.retriever.spans import INFERENCE
+from fewshot_nlu.train import span_training as retriever_training
+from fewshot_nlu.models.span_retrieval import INFERENCE
 from fewshot_nlu.models.intent_model import IntentModel
 from fewshot_nlu.train import run as train_run
 from fewshot_nlu.train.metrics import MetricWriter

@@ -9,12 +9,12 @@ For each fold k in ``data.folds`` (test domain = fold k's, development domain = 
   2. Choose the domain's threshold on the development domain by grid search over ``retriever.thresholds``
      (App. A.1: [0.85, 0.97] in steps of 0.05; the config's grid is wider, see its docstring).
   3. Test on ``retriever.test_episodes`` episodes of ``fold{k}_test`` (0 = all 100): per episode, the support
-     set's labelled spans are indexed and every query utterance decoded (``spans.SlotRetriever``,
+     set's labelled spans are indexed and every query utterance decoded (``models.span_retrieval.SlotRetriever``,
      ``decoding``); F1 per episode (conlleval-style, ``evaluation.span_f1``), averaged over episodes.
 
 ``retriever.encoder_layers`` > 0 cuts the encoder after that many layers before anything runs (span vectors
 from that layer; training, evaluation and the export use the cut model). Evaluation encodes each distinct
-utterance of a domain's episodes once (``spans.SpanEncoder``), so all 100 development episodes cost about as
+utterance of a domain's episodes once (``models.span_retrieval.SpanEncoder``), so all 100 development episodes cost about as
 much as one pass over the domain's ~1,300 utterances.
 
 Writes ``fold{k}/`` (checkpoints, ``best/``, ``results.json``, ``predictions.tsv``, ``export/``) per fold, then
@@ -47,10 +47,10 @@ from fewshot_nlu.data.builders.slots import FOLDS, load_episodes
 from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation.span_f1 import SpanCounts
-from fewshot_nlu.methods.retriever import training as retriever_training
-from fewshot_nlu.methods.retriever.decoding import decode, to_bio
-from fewshot_nlu.methods.retriever.model import SlotFillerModel
-from fewshot_nlu.methods.retriever.spans import INFERENCE, SIMILARITIES, SlotRetriever, SpanEncoder
+from fewshot_nlu.train import span_training as retriever_training
+from fewshot_nlu.models.span_decoding import decode, to_bio
+from fewshot_nlu.models.slot_filler import SlotFillerModel
+from fewshot_nlu.models.span_retrieval import INFERENCE, SIMILARITIES, SlotRetriever, SpanEncoder
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ bucket) and its word-piece states kept, so every span of it, and every episode i
 ``SlotRetriever`` indexes the labelled spans of a support set (``index.Index``, exact or ScaNN) and, for every
 span of up to ``max_words`` words of a query utterance, retrieves its nearest labelled span. The score is
 normalised to [0, 1] as the cosine of the two span vectors (§5.2: "we normalize the similarity scores by
-L2-norm"), clipped at 0, and becomes a ``decoding.Candidate``. ``similarity="cosine"`` (the default) also
+L2-norm"), clipped at 0, and becomes a ``span_decoding.Candidate``. ``similarity="cosine"`` (the default) also
 retrieves by that cosine; ``"dot"`` retrieves by the raw dot product of the training objective and reports the
 hit's cosine (the two differ when span norms differ; measured in bench/results/retriever.md). With
 ``inference="prototype"`` (the Proto baseline) the index holds one vector per label, the mean of its support
@@ -31,7 +31,7 @@ from fewshot_nlu.encoders.tokenizer import Tokenizer
 from fewshot_nlu.evaluation.prototypes import label_means
 from fewshot_nlu.index import Index
 from fewshot_nlu.index import normalize as l2_normalize
-from fewshot_nlu.methods.retriever.decoding import Candidate, decode, enumerate_spans
+from fewshot_nlu.models.span_decoding import Candidate, decode, enumerate_spans
 
 INFERENCE = ("nearest", "prototype")
 SIMILARITIES = ("cosine", "dot")

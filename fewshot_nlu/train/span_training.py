@@ -5,7 +5,7 @@ Items are labelled spans of tokenised utterances: for slots a gold slot span (fi
 intents the whole utterance ([CLS], piece 0). A batch holds ``retriever.per_label_batch`` (B) items of every
 label (``data.samplers.PerLabelBatches``, N = all labels), so the global batch is N x B rows, rounded up to a
 multiple of the data-parallel devices with padding rows; under jit the span vectors of all devices are the
-candidates of every query (``methods.retriever.losses``). Dropout is on (BERT's 10%), as in BERT's fine-tuning code
+candidates of every query (``losses.batch_softmax``). Dropout is on (BERT's 10%), as in BERT's fine-tuning code
 the paper adapts.
 
 Early stopping (App. A.1: "F1 score on the development domain as the metric for early stopping"): every
@@ -34,9 +34,9 @@ from fewshot_nlu.data.samplers import PerLabelBatches
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import frozen_prefix, pooling, pretrained, transformer
 from fewshot_nlu.encoders.transformer import DTYPES
-from fewshot_nlu.methods.retriever.losses import REDUCTIONS, batch_softmax_loss
-from fewshot_nlu.methods.retriever.decoding import enumerate_spans
-from fewshot_nlu.methods.retriever.spans import labelled_spans, pieces_ok
+from fewshot_nlu.losses.batch_softmax import REDUCTIONS, batch_softmax_loss
+from fewshot_nlu.models.span_decoding import enumerate_spans
+from fewshot_nlu.models.span_retrieval import labelled_spans, pieces_ok
 from fewshot_nlu.train import run as train_run
 from fewshot_nlu.train import selection
 from fewshot_nlu.train.metrics import MetricWriter

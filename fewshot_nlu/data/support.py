@@ -17,7 +17,7 @@ import pathlib
 from typing import Any
 
 from fewshot_nlu.data.bio import validate_bio
-from fewshot_nlu.data.builders.joint import check_aligned
+from fewshot_nlu.data.joint_folder import check_aligned
 from fewshot_nlu.data.intent_folder import read_lines
 from fewshot_nlu.errors import DataError, MissingDataFile
 

@@ -1,6 +1,6 @@
 """Retriever's slot filler as a ready-to-use model (Yu et al., 2021, §5): a span encoder, a support set of
-BIO-labelled utterances whose labelled spans it retrieves from (``spans.SlotRetriever``), and §5.2's decoding
-(``decoding.decode``) at the threshold chosen on development data.
+BIO-labelled utterances whose labelled spans it retrieves from (``span_retrieval.SlotRetriever``), and §5.2's decoding
+(``span_decoding.decode``) at the threshold chosen on development data.
 
 Texts are split on whitespace into words (SNIPS is tokenised that way); each predicted slot carries the
 support span it retrieved (text, label, normalised score) and that span's utterance as evidence. The support
@@ -24,9 +24,9 @@ from fewshot_nlu import model_card
 from fewshot_nlu.data.bio import validate_bio
 from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.index import normalize as l2_normalize
-from fewshot_nlu.methods.retriever.decoding import Candidate, decode, enumerate_spans
-from fewshot_nlu.methods.retriever.spans import SlotRetriever, SpanEncoder, labelled_spans
-from fewshot_nlu.methods.retriever.support import read_support
+from fewshot_nlu.models.span_decoding import Candidate, decode, enumerate_spans
+from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder, labelled_spans
+from fewshot_nlu.data.support import read_support
 from fewshot_nlu.models import protocol
 from fewshot_nlu.models.protocol import Neighbour, Slot, SlotPrediction
 
@@ -161,7 +161,7 @@ class SlotFillerModel:
   def load(cls, directory: str | pathlib.Path, *, batch_size: int = 32,
            support: str | pathlib.Path | None = None) -> "SlotFillerModel":
     """The export in ``directory``; with ``support`` (a ``seq.in``/``seq.out`` folder or a JSONL file, see
-    ``methods.retriever.support``) that support set instead of the exported one."""
+    ``data.support``) that support set instead of the exported one."""
     directory = pathlib.Path(directory)
     meta = protocol.read_meta(directory, META_FILE, "the export/ folder of a Retriever fold")
     model = pretrained.load_pretrained(str(directory))
