@@ -39,7 +39,7 @@ from fewshot_nlu.errors import DataError, MissingDataFile, UserError
 
 # fit's method names -> config.method
 METHODS = {"convfit": "convfit", "qaid": "qaid", "multi_convfit": "multi_convfit",
-           "retriever_intents": "retriever_intents", "baseline": "intent_mneg"}
+           "retriever_intents": "retriever_intents", "baseline": "intent_mneg", "nlu": "nlu"}
 MULTI_LABEL_METHODS = ("multi_convfit",)
 # set by fit from the examples it is given; an override of one is refused
 DATA_FIELDS = ("data.builder", "data.builder_config", "data.raw_dir", "data.dir", "data.tfds_dir",
@@ -64,7 +64,7 @@ def default_config(method: str, train: user_examples.Examples) -> ml_collections
   if method == "convfit":
     config = convfit_base.get_config("intent_table", convfit_shots(train))
     config.classifier.select_split = ""  # validation= is the scored split, not a dev split: the decision rule is
-    # the first candidate, logistic regression (classifier={"kind": "prototype"} for a long-tail pool)
+    # stage2.no_development_rule's (prototypes on a skewed pool, else logistic regression)
     return config
   if method == "qaid":
     config = qaid_base.get_config("intent_table")  # every shots row has the same hyper-parameters
@@ -180,6 +180,12 @@ def _fit(examples, labels, *, method, validation, text_column, label_column, wor
   from fewshot_nlu import models, runner
   if method is not None and method not in METHODS:
     raise ConfigError(f"method: {method!r} is not one of {sorted(METHODS)}")
+  if method == "nlu" or (method is None and labels is None and is_annotated(examples)):
+    if labels is not None:
+      raise DataError("examples: method='nlu' takes annotated examples (a Rasa nlu.yml, a .jsonl / .csv with text, "
+                      "intent and entities, a seq.in folder, or a list of {text, intent, entities} dicts), not labels")
+    return _fit_nlu(examples, validation, workdir=workdir, overwrite=overwrite, keep_checkpoints=keep_checkpoints,
+                    overrides=overrides)
   train = user_examples.read(examples, labels, text_column=text_column, label_column=label_column)
   method = method or ("multi_convfit" if train.multi_label else "convfit")
   if train.multi_label and method not in MULTI_LABEL_METHODS:
@@ -210,6 +216,45 @@ def _fit(examples, labels, *, method, validation, text_column, label_column, wor
   model = models.load(workdir / "export")
   if not keep_checkpoints:
     shutil.rmtree(workdir / "checkpoints", ignore_errors=True)
+  model.workdir, model.results = workdir, results
+  return model
+
+
+def is_annotated(examples: Any) -> bool:
+  """Whether ``fit``'s examples are annotated ones (for the joint ``nlu`` method): a Rasa ``.yml``, a
+  ``seq.in`` folder, or a list of dicts."""
+  if isinstance(examples, (str, os.PathLike)):
+    path = pathlib.Path(examples).expanduser()
+    return path.suffix in (".yml", ".yaml") or path.is_dir()
+  return isinstance(examples, (list, tuple)) and bool(examples) and all(isinstance(e, dict) for e in examples)
+
+
+def _fit_nlu(examples, validation, *, workdir, overwrite, keep_checkpoints, overrides):
+  """``fit`` for ``method="nlu"``: the annotated examples (``data.annotated``, checked here; a file or folder is read
+  in place, examples in memory are written as JSON lines into a folder named by their content under
+  ``cache_dir()``), the joint config (``defaults.nlu``, with ``intent_method=`` choosing the intent method),
+  ``runner.run``."""
+  from fewshot_nlu import models, runner
+  from fewshot_nlu.data import annotated
+  from fewshot_nlu.defaults import nlu
+  config = nlu.get_config(overrides.pop("intent_method", "convfit"))
+  apply_overrides(config, overrides, "nlu")
+  for field, given in (("train", examples), ("eval", validation)):
+    if given is None:
+      continue
+    checked = annotated.read(given)  # a bad example fails here, naming it
+    if isinstance(given, (str, os.PathLike)):  # a file or folder of the user's: read in place
+      config.data[field] = str(pathlib.Path(given).expanduser().resolve())
+    else:  # examples in memory: written as JSON lines into a folder named by their content
+      config.data[field] = str(annotated.write_tables({"examples.jsonl": checked}, cache_dir()) / "examples.jsonl")
+  workdir = pathlib.Path(workdir).expanduser() if workdir is not None else pathlib.Path(
+      tempfile.mkdtemp(prefix="fewshot_nlu_nlu_"))
+  explicit = [path for path, _ in flatten_overrides(overrides)]
+  results = runner.run(config, workdir, overwrite=overwrite, explicit=explicit)
+  model = models.load(workdir / "export")
+  if not keep_checkpoints:
+    for folder in (workdir / "checkpoints", workdir / "intents" / "checkpoints"):
+      shutil.rmtree(folder, ignore_errors=True)
   model.workdir, model.results = workdir, results
   return model
 

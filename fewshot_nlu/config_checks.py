@@ -52,7 +52,7 @@ def _keyword(field: str, value: str) -> str:
 def python_spelling(message: str) -> str:
   """A user error's message in ``fewshot_nlu.fit``'s spelling instead of the command line's: ``--config.a.b=V``
   -> ``a={"b": V}``, ``config.a.b`` -> ``a={"b": ...}``, ``config.seed`` -> ``seed=...``, ``--overwrite`` ->
-  ``overwrite=True``, ``--workdir`` -> ``workdir``."""
+  ``overwrite=True``, ``--workdir`` -> ``workdir``; a command quoted in backticks is left as it is."""
   def flag(match: re.Match) -> str:
     value = match.group(2)
     if not value:
@@ -61,10 +61,13 @@ def python_spelling(message: str) -> str:
       value = repr(value.strip("'\""))
     return _keyword(match.group(1), value)
 
-  message = _FLAG.sub(flag, message)
-  message = _FIELD.sub(lambda m: _keyword(m.group(1), "..."), message)
-  return message.replace("--overwrite", "overwrite=True").replace("--workdir=", "workdir=").replace(
-      "--workdir", "workdir=")
+  def respell(part: str) -> str:
+    part = _FIELD.sub(lambda m: _keyword(m.group(1), "..."), _FLAG.sub(flag, part))
+    return part.replace("--overwrite", "overwrite=True").replace("--workdir=", "workdir=").replace(
+        "--workdir", "workdir=")
+
+  parts = message.split("`")  # a command quoted in backticks stays a command
+  return "`".join(respell(part) if i % 2 == 0 else part for i, part in enumerate(parts))
 
 
 def _is_number(value: Any) -> bool:

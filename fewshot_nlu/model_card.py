@@ -37,6 +37,10 @@ METHODS = {  # config.method -> what it is (the paper it follows)
     "retriever": "Retriever (Yu et al., 2021, *Few-shot Intent Classification and Slot Filling with Retrieved "
                  "Examples*): slot filling by span retrieval",
     "retriever_intents": "Retriever (Yu et al., 2021): intent classification by retrieved examples",
+    "nlu": "Joint NLU: intents (ConvFiT or QAID), slots by span retrieval (Retriever, Yu et al., 2021) from a span "
+           "encoder that learnt the annotated examples, and out-of-scope rejection",
+    "span_encoder": "General span encoder: Retriever's batch softmax (Yu et al., 2021, §5.1) over the slot spans "
+                    "of public slot corpora",
 }
 
 _NO_ST = {  # model kind -> why sentence-transformers cannot reproduce what it predicts from
@@ -46,6 +50,8 @@ _NO_ST = {  # model kind -> why sentence-transformers cannot reproduce what it p
                    "sentence vectors",
     "multi_label": "the encoder is a bottleneck adapter over its base model, which sentence-transformers does not "
                    "load",
+    "nlu": "a joint model of two exports (intents/, slots/); its intents/ export, where it is ConvFiT's, loads in "
+           "sentence-transformers on its own",
 }
 _SKIPPED_RESULTS = ("method", "dataset", "train_split", "eval_split", "model")  # shown elsewhere in the card
 MAX_METRICS = 40
@@ -130,14 +136,14 @@ def _kind(directory) -> tuple[str | None, dict]:
 def _marker_base(directory) -> str | None:
   """The base model an encoder export's marker file records (ConvFiT Stage 1, DSE, QAID pre-training)."""
   for path in sorted(directory.glob("*.json")):
-    if path.name.endswith(("_stage1.json", "dse.json", "qaid_pretrain.json")):
+    if path.name.endswith(("_stage1.json", "dse.json", "qaid_pretrain.json", "span_encoder.json")):
       return json.loads(path.read_text()).get("base_model")
   return None
 
 
 def _title(method: str | None, kind: str | None) -> str:
   names = {"intent_model": "Intent classifier", "qaid": "QAID intent detector", "multi_label":
-           "Multi-label intent classifier", "slot_filler": "Slot filler"}
+           "Multi-label intent classifier", "slot_filler": "Slot filler", "nlu": "Joint NLU model"}
   title = names.get(kind, "Sentence encoder")
   return f"{title} ({method})" if method else title
 

@@ -56,7 +56,21 @@ def describe(text: str, prediction) -> list[str]:
   """Human-readable lines for one prediction: the decision, then its evidence."""
   from fewshot_nlu.models import protocol
   lines = [text]
-  if isinstance(prediction, protocol.SlotPrediction):
+  if hasattr(prediction, "entities"):  # a joint NLU parse (models.nlu_model.Parse)
+    rejected = ""
+    if prediction.rejection and prediction.rejection["rejected"]:
+      rejected = (f"; best intent: {prediction.ranking[0][0] if prediction.ranking else '?'}, rejection score "
+                  f"{prediction.rejection['score']:.3f} vs threshold {prediction.rejection['threshold']:.3f}")
+    intent = f"{prediction.intent}  ({prediction.confidence:.3f}{rejected})" if prediction.intent else "(no intent)"
+    lines.append(f"  -> {intent}")
+    for e in prediction.entities:
+      role = f" ({e['role']})" if "role" in e else ""
+      lines.append(f"     {e['confidence']:.3f}  {e['entity'] + role:<28}  {text[e['start']:e['end']]!r} "
+                   f"[{e['start']}:{e['end']}] = {e['value']!r}   <- {e['evidence']['text']!r} in "
+                   f"{e['evidence']['utterance']!r}")
+    if not prediction.entities:
+      lines.append("     (no entity)")
+  elif isinstance(prediction, protocol.SlotPrediction):
     lines.append(f"  -> {' '.join(prediction.tags) or '(no words)'}")
     for s in prediction.slots:
       lines.append(f"     {s.score:.3f}  {s.label:<28}  {s.text}   <- {s.evidence.text!r} "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -219,12 +220,24 @@ def identity(config) -> dict:
   fingerprint of ``data.raw_dir``'s files (path, names, sizes, modification times) when the data is a folder of
   the user's own."""
   fields = _model_fields(_flat(json.loads(config.to_json_best_effort())))
-  raw_dir = fields.get("data.raw_dir")
-  data = None
-  if raw_dir and not is_remote(raw_dir) and pathlib.Path(raw_dir).expanduser().is_dir():
-    from fewshot_nlu.data.builders.base import folder_fingerprint
-    data = folder_fingerprint(pathlib.Path(raw_dir).expanduser())
+  local = [pathlib.Path(fields[f]).expanduser() for f in DATA_PATH_FIELDS
+           if fields.get(f) and not is_remote(fields[f]) and pathlib.Path(fields[f]).expanduser().exists()]
+  data = ",".join(path_fingerprint(path) for path in local) or None
   return {"fields": fields, "data_fingerprint": data}
+
+
+DATA_PATH_FIELDS = ("data.raw_dir", "data.train", "data.eval")  # a user's own data: folders or files
+
+
+def path_fingerprint(path: pathlib.Path) -> str:
+  """sha1 over the absolute path and, for a file or every file of a folder, its relative path, size and mtime:
+  cheap (stats only), and different once a file changes."""
+  path = pathlib.Path(path)
+  digest = hashlib.sha1(str(path.resolve()).encode())
+  for file in sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.is_file() else []:
+    stat = file.stat()
+    digest.update(f"{file.relative_to(path) if path.is_dir() else file.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+  return digest.hexdigest()[:16]
 
 
 def _recorded_identity(workdir) -> dict | None:
@@ -258,8 +271,8 @@ def differences(recorded: dict, current: dict) -> list[str]:
       out.append(f"config.{key}: {json.dumps(before)} -> {json.dumps(now)}")
   if recorded.get("data_fingerprint") and current["data_fingerprint"] \
       and recorded["data_fingerprint"] != current["data_fingerprint"]:
-    out.append(f"the files of config.data.raw_dir={current['fields'].get('data.raw_dir')} changed since the run "
-               "began (names, sizes or modification times)")
+    named = "; ".join(f"config.{f}={current['fields'][f]}" for f in DATA_PATH_FIELDS if current["fields"].get(f))
+    out.append(f"the files of {named} changed since the run began (names, sizes or modification times)")
   return out
 
 

@@ -28,6 +28,7 @@ VARIANTS = {
     "qaid_pretrain": [None],
     "retriever_clinc": ["frz", "pretrain", "finetune_tgt", "finetune_tgt_src"],
     "retriever_snips": ["retriever", "frz", "proto", "proto_frz", "paper", "paper_frz"],
+    "nlu": ["convfit", "qaid"], "span_encoder": [None],
 }
 SHARED = {"common", "convfit_base", "multi_convfit_base", "qaid_base", "retriever_base", "__init__"}
 

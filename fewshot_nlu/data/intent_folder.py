@@ -5,7 +5,9 @@ HWU64, SNIPS and MixATIS in ``shared/data``, and the bring-your-own-data format.
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
+from typing import Iterator
 
 from fewshot_nlu.errors import DataError, MissingDataFile
 
@@ -52,6 +54,23 @@ def read_lines(path: pathlib.Path, keep_blank: bool = False) -> list[str]:
       raise DataError(f"{path}:{number}: empty line (every line must hold one example)")
     lines.append(text)
   return lines
+
+
+def json_objects(path: pathlib.Path, expected: str) -> Iterator[tuple[str, dict]]:
+  """(``file:line``, the object) per non-blank line of a JSON-lines file; a line that is not JSON, or not an
+  object, is an error naming the file and line (``expected`` says what the object should hold)."""
+  path = pathlib.Path(path)
+  for line, raw in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    if not raw.strip():
+      continue
+    where = f"{path}:{line}"
+    try:
+      record = json.loads(raw)
+    except json.JSONDecodeError as e:
+      raise DataError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(record, dict):
+      raise DataError(f"{where}: expected an object with {expected}")
+    yield where, record
 
 
 def read_intent_split(directory: str | pathlib.Path) -> IntentSplit:

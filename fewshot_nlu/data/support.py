@@ -12,13 +12,12 @@ Two layouts:
 
 from __future__ import annotations
 
-import json
 import pathlib
 from typing import Any
 
 from fewshot_nlu.data.bio import validate_bio
 from fewshot_nlu.data.joint_folder import check_aligned
-from fewshot_nlu.data.intent_folder import read_lines
+from fewshot_nlu.data.intent_folder import json_objects, read_lines
 from fewshot_nlu.errors import DataError, MissingDataFile
 
 
@@ -52,15 +51,8 @@ def read_support(path: str | pathlib.Path) -> list[dict[str, list[str]]]:
             for line, (text, tags) in enumerate(zip(*columns.values()), start=1)]
   elif path.is_file():
     rows = []
-    for line, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-      if not raw.strip():
-        continue
-      where = f"{path}:{line}"
-      try:
-        record = json.loads(raw)
-      except json.JSONDecodeError as e:
-        raise DataError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
-      if not isinstance(record, dict) or {"tokens", "tags"} - set(record):
+    for where, record in json_objects(path, "fields 'tokens' and 'tags'"):
+      if {"tokens", "tags"} - set(record):
         raise DataError(f"{where}: expected an object with fields 'tokens' and 'tags'")
       rows.append(utterance(record["tokens"], record["tags"], where))
   else:

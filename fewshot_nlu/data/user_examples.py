@@ -213,8 +213,13 @@ def from_file(path: pathlib.Path) -> Examples:
 def write_table(splits: dict[str, Examples], root: pathlib.Path) -> pathlib.Path:
   """Writes ``<split>.jsonl`` files into a folder named by their content under ``root`` (the same examples: the
   same folder, its files untouched, so a rerun's data fingerprint is unchanged) and returns that folder."""
+  return write_files({f"{name}.jsonl": examples.jsonl().encode("utf-8") for name, examples in splits.items()}, root)
+
+
+def write_files(files: dict[str, bytes], root: pathlib.Path) -> pathlib.Path:
+  """Writes ``files`` (name -> content) into a folder named by their content under ``root`` (written once, then
+  left untouched) and returns that folder."""
   from fewshot_nlu import workdirs
-  files = {f"{name}.jsonl": examples.jsonl().encode("utf-8") for name, examples in splits.items()}
   digest = hashlib.sha256()
   for name, content in sorted(files.items()):
     digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())

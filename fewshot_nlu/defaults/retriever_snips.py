@@ -62,6 +62,10 @@ def get_config(variant: str = "retriever") -> ml_collections.ConfigDict:
   r.thresholds = tuple(round(0.40 + 0.025 * i, 3) for i in range(23))  # 0.40 ... 0.95, chosen on development
   r.threshold_step = 0.05  # dynamic threshold: lowered by this ...
   r.threshold_retries = 10  # ... at most this many times
+  r.support_steps = (0,)  # per episode, learn its support set for one of these step counts (chosen on
+  # development with the threshold) before retrieving; (0,): retrieval alone, the paper's inference
+  r.support_mode = "metric"  # what learns the support set: "metric" (a span metric W) | "encoder" (its layers)
+  r.support_learning_rate = 1e-3
   r.dev_episodes = 0  # 0 = all 100 (fewer only for quick experiments; never for reported rows)
   r.test_episodes = 0  # 0 = all 100
 

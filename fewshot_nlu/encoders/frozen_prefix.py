@@ -112,7 +112,8 @@ def encode_tokens(cfg: transformer.EncoderConfig, params: dict, tokens: jax.Arra
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "dtype"))
-def _prefix_batch(frozen, input_ids, attention_mask, *, cfg, dtype):
+def prefix_batch(frozen, input_ids, attention_mask, *, cfg, dtype):
+  """``prefix_states`` compiled, as float32."""
   return prefix_states(cfg, frozen, input_ids, attention_mask, dtype).astype(jnp.float32)
 
 
@@ -135,7 +136,7 @@ class PrefixCache:
     missing = list(dict.fromkeys(k for k in keys if k not in self._states))
     if missing:
       def run(batch, rows):
-        return _prefix_batch(self.frozen, batch["input_ids"], batch["attention_mask"], cfg=self.cfg,
+        return prefix_batch(self.frozen, batch["input_ids"], batch["attention_mask"], cfg=self.cfg,
                              dtype=self.dtype)
       computed = inference.encode_bucketed(missing, run, pad_id=self.pad_id, buckets=self.buckets,
                                            batch_size=self.batch_size, row_sizes=[len(k) for k in missing],

@@ -25,7 +25,10 @@ class SpanCounts:
     """Counts one utterance's chunks (both tag sequences cover the same words)."""
     if len(gold_tags) != len(predicted_tags):
       raise ValueError(f"{len(gold_tags)} gold tags but {len(predicted_tags)} predicted tags")
-    gold, predicted = set(bio_spans(gold_tags)), set(bio_spans(predicted_tags))
+    return self.add_spans(set(bio_spans(gold_tags)), set(bio_spans(predicted_tags)))
+
+  def add_spans(self, gold: set, predicted: set) -> "SpanCounts":
+    """Counts one utterance's chunks given as sets of (label, start, end) (word or character positions)."""
     self.correct += len(gold & predicted)
     self.gold += len(gold)
     self.predicted += len(predicted)

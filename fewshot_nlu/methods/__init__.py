@@ -14,6 +14,8 @@ METHODS = {
     "qaid": "fewshot_nlu.methods.qaid.train",
     "retriever": "fewshot_nlu.methods.retriever.slots",
     "retriever_intents": "fewshot_nlu.methods.retriever.intents",
+    "nlu": "fewshot_nlu.methods.nlu.train",
+    "span_encoder": "fewshot_nlu.methods.nlu.span_encoder",
 }
 
 

@@ -88,8 +88,9 @@ class LabelSetPrediction:
 
 @dataclasses.dataclass(frozen=True)
 class Slot:
-  """Words [start, end) of an utterance filled with ``label``; ``evidence`` is the retrieved support span (its
-  text, label and normalised score) and ``support_utterance`` the support utterance it comes from."""
+  """Words [start, end) of an utterance filled with ``label``, characters [char_start, char_end) of its text
+  (``text``: exactly those characters); ``evidence`` is the retrieved support span (its text, label and
+  normalised score) and ``support_utterance`` the support utterance it comes from."""
 
   start: int
   end: int
@@ -98,9 +99,12 @@ class Slot:
   score: float
   evidence: Neighbour
   support_utterance: str
+  char_start: int | None = None
+  char_end: int | None = None
 
   def to_dict(self) -> dict[str, Any]:
-    return {"start": self.start, "end": self.end, "text": self.text, "label": self.label, "score": self.score,
+    return {"start": self.start, "end": self.end, "char_start": self.char_start, "char_end": self.char_end,
+            "text": self.text, "label": self.label, "score": self.score,
             "evidence": {**self.evidence.to_dict(), "utterance": self.support_utterance}}
 
 

@@ -29,6 +29,7 @@ KINDS = {
     "qaid": Kind("fewshot_nlu.methods.qaid.model", "QAIDModel", "qaid.json", "QAID intent-name retrieval"),
     "multi_label": Kind("fewshot_nlu.methods.multi_convfit.model", "MultiLabelModel", "multilabel_model.json",
                         "Multi-ConvFiT multi-label intents"),
+    "nlu": Kind("fewshot_nlu.models.nlu_model", "NLUModel", "nlu.json", "joint intents + slots + out-of-scope"),
     "slot_filler": Kind("fewshot_nlu.models.slot_filler", "SlotFillerModel", "slot_filler.json",
                         "Retriever span-retrieval slot filler"),
 }

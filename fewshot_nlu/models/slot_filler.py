@@ -16,11 +16,13 @@ A ``models.protocol.Model``.
 from __future__ import annotations
 
 import pathlib
+import re
 from typing import Sequence
 
 import numpy as np
 
 from fewshot_nlu import model_card
+from fewshot_nlu.data import words as word_lib
 from fewshot_nlu.data.bio import validate_bio
 from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.index import normalize as l2_normalize
@@ -31,6 +33,9 @@ from fewshot_nlu.models import protocol
 from fewshot_nlu.models.protocol import Neighbour, Slot, SlotPrediction
 
 META_FILE = "slot_filler.json"
+METRIC_FILE = "span_metric.npy"  # the span metric learnt on the support set (train.span_training.learn_metric)
+WORDS = {"whitespace": lambda text: [m.span() for m in re.finditer(r"\S+", text)],  # SNIPS / ATIS files
+         "offsets": word_lib.word_spans}  # punctuation split off (data.words), for raw user text
 SUPPORT_FILE = "support.jsonl"
 
 
@@ -42,10 +47,12 @@ class SlotFillerModel:
 
   def __init__(self, retriever: SlotRetriever, support: Sequence[dict] = (), *, threshold: float,
                beam_size: int = 10, merge_threshold: float = 0.99, threshold_step: float = 0.05,
-               threshold_retries: int = 10, notes: dict | None = None):
+               threshold_retries: int = 10, notes: dict | None = None, words: str = "whitespace"):
     if not 0 <= threshold <= 1:
       raise ValueError(f"threshold {threshold} must be in [0, 1]")
-    self.retriever, self.threshold = retriever, threshold
+    if words not in WORDS:
+      raise ValueError(f"words {words!r} unknown; choose one of {WORDS}")
+    self.retriever, self.threshold, self.words = retriever, threshold, words
     self.decoding = {"beam_size": beam_size, "merge_threshold": merge_threshold,
                      "threshold_step": threshold_step, "threshold_retries": threshold_retries}
     self.notes = dict(notes or {})  # provenance, recorded in the export (e.g. the threshold's source)
@@ -101,16 +108,24 @@ class SlotFillerModel:
     del neighbours
     return protocol.predict_texts(texts, self._predict)
 
+  def word_spans(self, text: str) -> list[tuple[int, int]]:
+    """The character offsets of the words a text is split into (``words``: on whitespace, or ``data.words``'
+    words, punctuation split off)."""
+    return WORDS[self.words](text)
+
   def _predict(self, texts: list[str]) -> list[SlotPrediction]:
-    words = [tuple(t.split()) for t in texts]
+    offsets = [self.word_spans(t) for t in texts]
+    words = [tuple(t[a:b] for a, b in spans) for t, spans in zip(texts, offsets)]
     out = []
-    for w, row in zip(words, self.retriever.candidates(words)):
+    for text, spans, w, row in zip(texts, offsets, words, self.retriever.candidates(words)):
       by_span = {(c.start, c.end, c.label): (c, p) for c, p in row}
       slots = []
       for span in decode([c for c, _ in row], threshold=self.threshold, **self.decoding):
         candidate, payload = by_span.get((span.start, span.end, span.label)) or _best_part(span, row)
-        slots.append(Slot(span.start, span.end, " ".join(w[span.start : span.end]), span.label, span.score,
-                          Neighbour(payload["text"], payload["label"], candidate.score), payload["utterance"]))
+        first, last = spans[span.start][0], spans[span.end - 1][1]
+        slots.append(Slot(span.start, span.end, text[first:last], span.label, span.score,
+                          Neighbour(payload["text"], payload["label"], candidate.score), payload["utterance"],
+                          first, last))
       out.append(SlotPrediction(w, tuple(slots)))
     return out
 
@@ -124,7 +139,7 @@ class SlotFillerModel:
   def _scores(self, texts: list[str]) -> np.ndarray:
     if self.retriever.index is None:
       raise ValueError("the model has no support set to retrieve from")
-    words = [t.split() for t in texts]
+    words = [[t[a:b] for a, b in self.word_spans(t)] for t in texts]
     spans = [enumerate_spans(len(w), self.retriever.max_words) for w in words]
     vectors = self.retriever.encoder.encode(words, spans)
     index = self.retriever.index
@@ -144,10 +159,12 @@ class SlotFillerModel:
     directory = pathlib.Path(directory)
     enc = self.retriever.encoder
     pretrained.save_pretrained(directory, enc.cfg, enc.params, enc.tokenizer, encoder_heads)
+    if enc.metric is not None:
+      np.save(directory / METRIC_FILE, enc.metric)
     self.save_rows(directory)
     meta = {"kind": self.kind, "max_length": enc.max_length, "max_words": self.retriever.max_words,
             "inference": self.retriever.inference, "similarity": self.retriever.similarity,
-            "backend": self.retriever.backend, "threshold": self.threshold,
+            "backend": self.retriever.backend, "threshold": self.threshold, "words": self.words,
             **self.decoding, "labels": self.labels, "notes": self.notes}
     protocol.write_meta(directory, META_FILE, meta)
     model_card.write(directory)
@@ -165,14 +182,16 @@ class SlotFillerModel:
     directory = pathlib.Path(directory)
     meta = protocol.read_meta(directory, META_FILE, "the export/ folder of a Retriever fold")
     model = pretrained.load_pretrained(str(directory))
+    metric = np.load(directory / METRIC_FILE) if (directory / METRIC_FILE).exists() else None
     encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=meta["max_length"],
-                          batch_size=batch_size)
+                          batch_size=batch_size, metric=metric)
     retriever = SlotRetriever(encoder, max_words=meta["max_words"], inference=meta["inference"],
                               backend=meta["backend"], similarity=meta.get("similarity", "dot"))
     support = read_support(support) if support is not None else protocol.read_jsonl(directory / SUPPORT_FILE)
     return cls(retriever, support, threshold=meta["threshold"], beam_size=meta["beam_size"],
                merge_threshold=meta["merge_threshold"], threshold_step=meta["threshold_step"],
-               threshold_retries=meta["threshold_retries"], notes=meta.get("notes"))
+               threshold_retries=meta["threshold_retries"], notes=meta.get("notes"),
+               words=meta.get("words", "whitespace"))  # exports before offset words: whitespace
 
 
 def _best_part(span: Candidate, row: Sequence[tuple[Candidate, dict]]) -> tuple[Candidate, dict]:

@@ -63,11 +63,38 @@ def _average(spans: tuple[Candidate, ...]) -> float:
   return sum(c.score for c in spans) / len(spans) if spans else 0.0
 
 
-def _complete(state: tuple[Candidate, ...], ranked: Sequence[Candidate]) -> tuple[Candidate, ...]:
-  for candidate in ranked:
-    if not any(candidate.overlaps(c) for c in state):
-      state += (candidate,)
-  return state
+def _mask(c: Candidate) -> int:
+  """The words of ``c`` as bits (two spans overlap when their masks share a bit)."""
+  return ((1 << (c.end - c.start)) - 1) << c.start
+
+
+class _Beam:
+  """Beam states as (spans, score total, word mask): the same states, order and averages as tuples of spans
+  summed afresh, with overlap tests and averages in O(1)."""
+
+  def __init__(self, beam_size: int):
+    self.beam_size = beam_size
+    self.states: list[tuple[tuple[Candidate, ...], float, int]] = [((), 0.0, 0)]
+
+  def add(self, candidate: Candidate) -> None:
+    bits = _mask(candidate)
+    expanded = self.states + [(spans + (candidate,), total + candidate.score, mask | bits)
+                              for spans, total, mask in self.states if not mask & bits]
+    # stable sort: among equal averages the earlier (fewer-skips) state stays first
+    self.states = sorted(expanded, key=lambda s: s[1] / len(s[0]) if s[0] else 0.0, reverse=True)[:self.beam_size]
+
+  def best(self, ranked: Sequence[Candidate]) -> list[Candidate]:
+    """Every state completed with the ``ranked`` candidates it does not overlap; the best by average (the first
+    of equal ones), sorted by position."""
+    masks = [_mask(c) for c in ranked]
+    completed = []
+    for spans, total, mask in self.states:
+      for candidate, bits in zip(ranked, masks):
+        if not mask & bits:
+          spans, total, mask = spans + (candidate,), total + candidate.score, mask | bits
+      completed.append((spans, total))
+    spans, _ = max(completed, key=lambda s: s[1] / len(s[0]) if s[0] else 0.0)
+    return sorted(spans)
 
 
 def beam_search(candidates: Sequence[Candidate], beam_size: int) -> list[Candidate]:
@@ -75,15 +102,10 @@ def beam_search(candidates: Sequence[Candidate], beam_size: int) -> list[Candida
   if beam_size < 1:
     raise ValueError(f"beam_size must be >= 1, got {beam_size}")
   ranked = sorted(candidates, key=lambda c: (-c.score, c.start, c.end, c.label))
-  beam: list[tuple[Candidate, ...]] = [()]
+  beam = _Beam(beam_size)
   for candidate in ranked:
-    expanded = list(beam)
-    expanded += [state + (candidate,) for state in beam if not any(candidate.overlaps(c) for c in state)]
-    # stable sort: among equal averages the earlier (fewer-skips) state stays first
-    beam = sorted(dict.fromkeys(expanded), key=_average, reverse=True)[:beam_size]
-  completed = [_complete(state, ranked) for state in beam]
-  best = max(completed, key=_average)  # the first of the best on ties
-  return sorted(best)
+    beam.add(candidate)
+  return beam.best(ranked)
 
 
 def merge_consecutive(spans: Sequence[Candidate], merge_threshold: float) -> list[Candidate]:
@@ -106,6 +128,34 @@ def decode(candidates: Sequence[Candidate], *, threshold: float, beam_size: int 
   """§5.2 end to end: dynamic threshold, beam search, merging. The predicted slots, by position."""
   kept = filter_candidates(candidates, threshold, step=threshold_step, retries=threshold_retries)
   return merge_consecutive(beam_search(kept, beam_size), merge_threshold)
+
+
+def decode_sweep(candidates: Sequence[Candidate], thresholds: Sequence[float], *, beam_size: int = 10,
+                 merge_threshold: float = 0.99, threshold_step: float = 0.05, threshold_retries: int = 10
+                 ) -> list[list[Candidate]]:
+  """``decode`` at every one of ``thresholds`` (the same results), in one pass of the beam search: a threshold
+  (lowered as ``filter_candidates`` lowers it) keeps a prefix of the candidates ranked by score, and the beam
+  after the first n ranked candidates is the same whichever threshold stops there, so each threshold's decoding
+  is the beam at its prefix, completed with that prefix. For choosing a threshold on development data."""
+  if beam_size < 1:
+    raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+  ranked = sorted(candidates, key=lambda c: (-c.score, c.start, c.end, c.label))
+  prefix = []  # per threshold: how many ranked candidates it keeps
+  for threshold in thresholds:
+    kept = 0
+    for attempt in range(threshold_retries + 1):
+      bar = threshold - attempt * threshold_step
+      kept = sum(1 for c in ranked if c.score >= bar - 1e-9)
+      if kept:
+        break
+    prefix.append(kept)
+  beam, out, wanted = _Beam(beam_size), {}, set(prefix)
+  for n in range(max(prefix, default=0) + 1):
+    if n:
+      beam.add(ranked[n - 1])
+    if n in wanted:
+      out[n] = merge_consecutive(beam.best(ranked[:n]), merge_threshold) if n else []
+  return [list(out[n]) for n in prefix]
 
 
 def to_bio(spans: Sequence[Candidate], num_words: int) -> list[str]:

@@ -53,9 +53,12 @@ class SpanEncoder:
   """
 
   def __init__(self, cfg: transformer.EncoderConfig, params: Any, tokenizer: Tokenizer, *, max_length: int = 64,
-               batch_size: int = 32, dtype=jnp.float32):
+               batch_size: int = 32, dtype=jnp.float32, metric: np.ndarray | None = None):
     if max_length > cfg.max_length:
       raise ValueError(f"max_length={max_length} exceeds the model's {cfg.max_length} positions")
+    if metric is not None and metric.shape != (2 * cfg.hidden_size, 2 * cfg.hidden_size):
+      raise ValueError(f"metric {metric.shape} must be [{2 * cfg.hidden_size}, {2 * cfg.hidden_size}]")
+    self.metric = None if metric is None else np.asarray(metric, np.float32)
     self.cfg, self.params, self.tokenizer = cfg, jax.device_put(params), tokenizer
     self.max_length, self.batch_size, self.dtype = max_length, batch_size, dtype
     self.buckets = batching.length_buckets(max_length, batching.INFERENCE_BUCKETS)
@@ -80,16 +83,29 @@ class SpanEncoder:
 
   def encode(self, word_lists: Sequence[Sequence[str]], spans: Sequence[Sequence[tuple[int, int]]]
              ) -> list[np.ndarray]:
-    """Per utterance, a [len(spans[u]), 2H] array: the vectors of its word spans [start, end). A span with a
-    word cut off by truncation gets a zero vector (it can retrieve nothing with a positive score)."""
+    """Per utterance, a [len(spans[u]), 2H] array: the vectors of its word spans [start, end), through the
+    learnt ``metric`` when there is one (``train.span_training.learn_metric``). A span with a word cut off by
+    truncation gets a zero vector (it can retrieve nothing with a positive score)."""
     out = []
     for (hidden, pieces), utterance_spans in zip(self.states(word_lists), spans):
-      vectors = np.zeros((len(utterance_spans), self.dim), np.float32)
-      for s, span in enumerate(utterance_spans):
-        if pieces_ok(pieces, span):
-          vectors[s] = np.concatenate([hidden[pieces[span[0]][0]], hidden[pieces[span[1] - 1][1]]])
-      out.append(vectors)
+      if not len(utterance_spans):
+        out.append(np.zeros((0, self.dim), np.float32))
+        continue
+      bounds = np.asarray(utterance_spans, np.int64)
+      pieces = np.asarray(pieces, np.int64).reshape(-1, 2)
+      first, last = pieces[bounds[:, 0], 0], pieces[bounds[:, 1] - 1, 1]
+      ok = (first >= 0) & (last >= 0)  # pieces_ok: both ends survived truncation
+      vectors = np.concatenate([hidden[np.where(ok, first, 0)], hidden[np.where(ok, last, 0)]], axis=1)
+      vectors = np.where(ok[:, None], vectors, 0.0).astype(np.float32)
+      out.append(vectors if self.metric is None else vectors @ self.metric)
     return out
+
+  def with_metric(self, metric: np.ndarray | None) -> "SpanEncoder":
+    """The same encoder (its cached states shared) with another span ``metric``."""
+    other = SpanEncoder.__new__(SpanEncoder)
+    other.__dict__.update(self.__dict__)
+    other.metric = None if metric is None else np.asarray(metric, np.float32)
+    return other
 
 
 def pieces_ok(pieces: Sequence[tuple[int, int]], span: tuple[int, int]) -> bool:

@@ -76,18 +76,36 @@ def create_app(model, model_dir: str | pathlib.Path, *, limits: bodies.Limits = 
                               "persisting server per export) or send the examples without ?persist=true", status=403)
 
     def add() -> dict:  # on the model's thread, alone
-      before = set(model.labels)
-      model.add_examples(asked.texts, asked.labels)
+      before = set(model.labels) | set(getattr(model, "slot_labels", ()))
+      if model.kind == "nlu":
+        model.add_examples(asked.annotated())
+      elif asked.entities is not None:
+        raise bodies.BadRequest(f"entities: this model (kind {model.kind!r}) takes no entities; a joint nlu model "
+                                "does")
+      else:
+        model.add_examples(asked.texts, asked.labels)
       if asked.persist:
         try:
           model.save_rows(model_dir)
         except Exception as e:
           raise NotPersisted(f"the examples were added to the live model but NOT written to {model_dir}: "
                              f"{type(e).__name__}: {e}") from e
-      return {"added": len(asked.texts), "new_labels": [l for l in model.labels if l not in before],
+      now = list(model.labels) + [l for l in getattr(model, "slot_labels", ()) if l not in model.labels]
+      return {"added": len(asked.texts), "new_labels": [l for l in now if l not in before],
               "labels": len(model.labels), "examples": _size(model), "persisted": asked.persist}
 
     return JSONResponse(await model_call(worker.exclusive(add)))
+
+  async def parse(request: Request) -> JSONResponse:
+    """Rasa's ``/model/parse``: one text's intent, ranking and entities (a joint ``nlu`` model; an intent model
+    answers the intent part)."""
+    asked = bodies.parse_request(await read_body(request, limits), limits)
+    options = {"reject": True} if can_reject else {}
+    [prediction] = await model_call(worker.predict([asked.text], **options))
+    answer = prediction.to_dict() if model.kind == "nlu" else intent_parse(asked.text, prediction)
+    if asked.message_id is not None:
+      answer["message_id"] = asked.message_id
+    return JSONResponse(finite(answer))
 
   async def labels(request: Request) -> JSONResponse:
     listed = await model_call(worker.exclusive(lambda: (list(model.labels), _size(model))))
@@ -107,6 +125,7 @@ def create_app(model, model_dir: str | pathlib.Path, *, limits: bodies.Limits = 
       await worker.stop()
 
   routes = [Route("/predict", answered(predict), methods=["POST"]),
+            Route("/model/parse", answered(parse), methods=["POST"]),
             Route("/examples", answered(examples), methods=["POST"]),
             Route("/labels", answered(labels), methods=["GET"]),
             Route("/healthz", answered(healthz), methods=["GET"])]
@@ -117,6 +136,14 @@ def create_app(model, model_dir: str | pathlib.Path, *, limits: bodies.Limits = 
                   exception_handlers={HTTPException: http_error, Exception: internal_error})
   app.state.worker = worker
   return app
+
+
+def intent_parse(text: str, prediction) -> dict:
+  """An intent model's prediction in Rasa's ``/model/parse`` shape: its intent, no entities."""
+  if not hasattr(prediction, "label"):
+    raise bodies.BadRequest("/model/parse answers with an intent; this model predicts none (use /predict)")
+  intent = {"name": prediction.label, "confidence": prediction.score}
+  return {"text": text, "intent": intent, "intent_ranking": [intent], "entities": []}
 
 
 class NotPersisted(RuntimeError):
@@ -180,7 +207,8 @@ async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
   """404 / 405 and other HTTP errors raised outside the routes, as JSON."""
   detail = exc.detail
   if exc.status_code == 404:
-    detail = f"no route {request.url.path}; the routes are POST /predict, POST /examples, GET /labels, GET /healthz"
+    detail = (f"no route {request.url.path}; the routes are POST /predict, POST /model/parse, POST /examples, "
+              "GET /labels, GET /healthz")
   elif exc.status_code == 405:
     detail = f"{request.method} {request.url.path}: method not allowed"
   return JSONResponse({"error": detail}, status_code=exc.status_code, headers=exc.headers)

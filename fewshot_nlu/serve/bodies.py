@@ -46,8 +46,20 @@ class PredictRequest:
 @dataclasses.dataclass(frozen=True)
 class ExamplesRequest:
   texts: list[str]
-  labels: list  # a label per text (a slot filler's: its BIO tags, a string or a list of strings)
+  labels: list  # a label per text (a slot filler's: its BIO tags, a string or a list of strings; nlu: an intent or null)
   persist: bool
+  entities: list | None = None  # nlu models: per text, its entities as {start, end, entity[, value, role]} spans
+
+  def annotated(self) -> list[dict]:
+    """The examples as ``data.annotated`` dicts (for a joint ``nlu`` model)."""
+    entities = self.entities or [[] for _ in self.texts]
+    return [{"text": t, "intent": l, "entities": e} for t, l, e in zip(self.texts, self.labels, entities)]
+
+
+@dataclasses.dataclass(frozen=True)
+class ParseRequest:
+  text: str
+  message_id: str | None
 
 
 def parse_json(body: bytes) -> dict:
@@ -120,19 +132,41 @@ def examples_request(body: dict, query: dict[str, str], limits: Limits) -> Examp
   persist = query.get("persist", "false").lower()
   if persist not in ("true", "false", "1", "0"):
     raise BadRequest(f"persist: expected true or false, got {query['persist']!r}")
-  _known_fields(body, required=("texts", "labels"), optional=())
+  _known_fields(body, required=("texts", "labels"), optional=("entities",))
   found = texts(body["texts"], "texts", limits)
   labels = body["labels"]
   if not isinstance(labels, list):
     raise BadRequest(f"labels: expected a list with a label per text, got {_kind(labels)}")
   if len(labels) != len(found):
     raise BadRequest(f"labels: {len(labels)} labels for {len(found)} texts; give one label per text")
+  entities = body.get("entities")
+  if entities is not None and (not isinstance(entities, list) or len(entities) != len(found)):
+    raise BadRequest(f"entities: expected a list with one list of {{start, end, entity}} spans per text, got "
+                     f"{_short(entities)}")
   for i, label in enumerate(labels):
+    if label is None and entities is not None:
+      continue  # an example with entities and no intent (a joint model's)
     parts = label if isinstance(label, list) else [label]
     if not parts or not all(isinstance(p, str) and p.strip() for p in parts) or len(" ".join(parts)) > limits.max_chars:
       raise BadRequest(f"labels[{i}]: expected a non-empty string (a slot filler's: its BIO tags, a string or a "
                        f"list of strings) of at most {limits.max_chars} characters, got {_short(label)}")
-  return ExamplesRequest(found, labels, persist in ("true", "1"))
+  return ExamplesRequest(found, labels, persist in ("true", "1"), entities)
+
+
+def parse_request(body: dict, limits: Limits) -> ParseRequest:
+  """Rasa's ``/model/parse`` body: ``{"text": "...", "message_id": "..."?}``."""
+  _known_fields(body, required=("text",), optional=("message_id",))
+  text = body["text"]
+  if not isinstance(text, str):
+    raise BadRequest(f"text: expected a string, got {_kind(text)}")
+  if not text.strip():
+    raise BadRequest("text: empty text; give words to parse")
+  if len(text) > limits.max_chars:
+    raise BadRequest(f"text: {len(text)} characters, more than this server's limit of {limits.max_chars}", status=413)
+  message_id = body.get("message_id")
+  if message_id is not None and not isinstance(message_id, str):
+    raise BadRequest(f"message_id: expected a string, got {_kind(message_id)}")
+  return ParseRequest(text, message_id)
 
 
 def texts(value: Any, field: str, limits: Limits) -> list[str]:

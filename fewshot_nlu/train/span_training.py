@@ -19,14 +19,17 @@ export is what the protocols evaluate.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import pathlib
 from typing import Callable, Sequence
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 
 from fewshot_nlu import config_checks, sharding
 from fewshot_nlu.data import batching
@@ -36,7 +39,8 @@ from fewshot_nlu.encoders import frozen_prefix, pooling, pretrained, transformer
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.losses.batch_softmax import REDUCTIONS, batch_softmax_loss
 from fewshot_nlu.models.span_decoding import enumerate_spans
-from fewshot_nlu.models.span_retrieval import labelled_spans, pieces_ok
+from fewshot_nlu.models.span_retrieval import SpanEncoder, labelled_spans, pieces_ok
+from fewshot_nlu.train import optimizer as train_optimizer
 from fewshot_nlu.train import run as train_run
 from fewshot_nlu.train import selection
 from fewshot_nlu.train.metrics import MetricWriter
@@ -148,10 +152,11 @@ def make_loss_fn(cfg: transformer.EncoderConfig, config, num_labels: int, span: 
 
 def item_stream(items: SpanItems, config, global_batch: int, pad_id: int,
                 cache: frozen_prefix.PrefixCache | None = None) -> EpochStream:
-  """Per-label batches (B of every label) of ``items``: ``text_ids/_mask`` (token ids, or with ``cache`` their
-  frozen prefix's states), ``first``, ``last``, ``label``."""
+  """Per-label batches (B of every label, or of ``retriever.labels_per_batch`` labels drawn per batch when set)
+  of ``items``: ``text_ids/_mask`` (token ids, or with ``cache`` their frozen prefix's states), ``first``,
+  ``last``, ``label``."""
   plan = PerLabelBatches(tuple(int(i) for i in items.label_ids), config.retriever.per_label_batch,
-                         seed=config.seed)
+                         n=labels_per_batch(config, len(items.label_names)), seed=config.seed)
   tokens = frozen_prefix.cached_or_ids(items.token_ids, cache)
   sides = {"text": (tokens, batching.length_buckets(config.model.max_length))}
   fields = {"first": items.first, "last": items.last, "label": items.label_ids}
@@ -160,6 +165,12 @@ def item_stream(items: SpanItems, config, global_batch: int, pad_id: int,
                   negative_valid=items.negative_valid)
   return EpochStream(len(items), global_batch, batching.padded_batcher(sides, pad_id, fields), seed=config.seed,
                      plan=plan)
+
+
+def labels_per_batch(config, num_labels: int) -> int | None:
+  """N of a batch: ``retriever.labels_per_batch`` labels (when set and below the labels there are), else all."""
+  n = config.retriever.get("labels_per_batch", 0)
+  return n if 0 < n < num_labels else None
 
 
 def global_batch_size(num_labels: int, per_label: int, mesh) -> int:
@@ -176,7 +187,7 @@ def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: Sp
   train_run.check_frozen_prefix_depth(config, model.config)
   mesh = sharding.make_mesh(dict(config.mesh))
   num_labels = len(items.label_names)
-  batch = global_batch_size(num_labels, config.retriever.per_label_batch, mesh)
+  batch = global_batch_size(labels_per_batch(config, num_labels) or num_labels, config.retriever.per_label_batch, mesh)
   cfg = ml_collections.ConfigDict(config.to_dict())
   cfg.train.batch_size = batch
   params = {"encoder": model.params}
@@ -210,3 +221,215 @@ def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: Sp
     return frozen_prefix.thaw(trained, cache)["encoder"], record
   record.update(best_step=best["step"], best_dev_score=round(best["score"], 2), best_details=best["details"])
   return pretrained.load_pretrained(str(selection.best_dir(workdir))).params, record
+
+
+# ------------------------------------------------------------------------------------- learning the support
+
+MODES = ("metric", "encoder")
+
+
+@dataclasses.dataclass(frozen=True)
+class SupportTuning:
+  """How a slot filler learns from its own support set: ``steps`` full-batch steps of the batch softmax (Eq. 4)
+  over the support's gold slot spans, with every other span of up to ``max_words`` words of the support
+  utterances as a "none" column, at s = ``cosine_scale`` cos (the similarity retrieval uses), AdamW at a
+  constant ``learning_rate``. What learns (``mode``):
+    * ``metric``: a linear map W = I + D of the span vectors (``learn_metric``; the encoder stays as it is, so
+      a step costs a few matrix products; ``weight_decay`` pulls W back towards I);
+    * ``encoder``: the encoder's layers above the embeddings and the lower ``frozen_layers`` layers (their
+      states computed once; -1: none frozen), dropout on (``fine_tune``)."""
+
+  steps: int = 50
+  learning_rate: float = 1e-3
+  mode: str = "metric"
+  rank: int = 0  # mode "metric": D = A B of this rank (0: a full matrix)
+  cosine_scale: float = 20.0
+  frozen_layers: int = 1
+  weight_decay: float = 0.0
+  max_words: int = 7
+
+  def __post_init__(self):
+    if (self.steps < 0 or not self.learning_rate > 0 or self.cosine_scale <= 0 or self.max_words < 1
+        or self.mode not in MODES):
+      raise ValueError(f"{self}: needs steps >= 0, learning_rate > 0, cosine_scale > 0, max_words >= 1 and a mode "
+                       f"in {MODES}")
+
+
+def learn_support(encoder: SpanEncoder, utterances: Sequence[dict], tuning: SupportTuning, *, seed: int = 0,
+                  snapshots: Sequence[int] = ()) -> list[SpanEncoder]:
+  """``encoder`` after learning the support set ``utterances`` (``{"tokens", "tags"}``) as ``tuning`` says,
+  one ``SpanEncoder`` per step count in ``snapshots`` (default: the last step), in their order; 0 steps is
+  ``encoder`` itself."""
+  snapshots = sorted(set(snapshots or (tuning.steps,)))
+  if snapshots[-1] == 0:
+    return [encoder]
+  if tuning.mode == "metric":
+    return [encoder.with_metric(w) for w in learn_metric(encoder, utterances, tuning, seed=seed, snapshots=snapshots)]
+  tuned = fine_tune(encoder.cfg, jax.device_get(encoder.params), encoder.tokenizer, utterances, tuning,
+                    max_length=encoder.max_length, seed=seed, snapshots=snapshots, dtype=encoder.dtype)
+  return [encoder if n == 0 else SpanEncoder(encoder.cfg, p, encoder.tokenizer, max_length=encoder.max_length,
+                                             batch_size=encoder.batch_size, dtype=encoder.dtype,
+                                             metric=encoder.metric)
+          for n, p in zip(snapshots, tuned)]
+
+
+def learn_metric(encoder: SpanEncoder, utterances: Sequence[dict], tuning: SupportTuning, *, seed: int = 0,
+                 snapshots: Sequence[int] = ()) -> list[np.ndarray]:
+  """The span metric W = I + D ([2H, 2H]; D = A B of ``tuning.rank``, or full) after learning the support set
+  (``SupportTuning``, mode ``metric``),
+  one per step count in ``snapshots``: the gold spans and the other spans of the utterances are encoded once
+  (through ``encoder``'s own metric, if any, which W then follows), and only D learns."""
+  del seed  # full-batch and no dropout: nothing random
+  snapshots = sorted(set(snapshots or (tuning.steps,)))
+  gold, others = [], []
+  for u in utterances:
+    spans = labelled_spans(u["tags"])
+    taken = {(s, e) for s, e, _ in spans}
+    gold.append(spans)
+    others.append([span for span in enumerate_spans(len(u["tokens"]), tuning.max_words) if span not in taken])
+  words = [u["tokens"] for u in utterances]
+  z = np.concatenate([np.zeros((0, encoder.dim), np.float32),
+                      *encoder.encode(words, [[(s, e) for s, e, _ in g] for g in gold])])
+  negatives = np.concatenate([np.zeros((0, encoder.dim), np.float32), *encoder.encode(words, others)])
+  labels, names = _label_ids([label for g in gold for _, _, label in g])
+  if not len(z):
+    raise ValueError("the support set holds no labelled span to learn from")
+  m, p = _power_of_two(len(z), 16), _power_of_two(len(negatives), 128)
+  z_pad, labels_pad, negatives_pad = (np.zeros((m, encoder.dim), np.float32), np.zeros(m, np.int32),
+                                      np.zeros((p, encoder.dim), np.float32))
+  z_pad[: len(z)], labels_pad[: len(z)], negatives_pad[: len(negatives)] = z, labels, negatives
+  step_fn, optimizer = _metric_step(_power_of_two(len(names), 8), float(tuning.cosine_scale), tuning.learning_rate,
+                                    tuning.weight_decay)
+  if tuning.rank:  # D = A B: B small and random, A zero, so D starts at 0 and A learns first
+    b = jax.random.normal(jax.random.key(0), (tuning.rank, encoder.dim), jnp.float32) * 0.01
+    delta = {"a": jnp.zeros((encoder.dim, tuning.rank), jnp.float32), "b": b}
+  else:
+    delta = {"d": jnp.zeros((encoder.dim, encoder.dim), jnp.float32)}
+  state, out = optimizer.init(delta), {}
+  batch = (jnp.asarray(z_pad), jnp.asarray(labels_pad), jnp.arange(m) < len(z), jnp.asarray(negatives_pad),
+           jnp.arange(p) < len(negatives))
+  identity = np.eye(encoder.dim, dtype=np.float32)
+  base = encoder.metric if encoder.metric is not None else identity
+  for step in range(0, tuning.steps + 1):
+    if step:
+      delta, state = step_fn(delta, state, *batch)
+    if step in snapshots:
+      host = jax.device_get(delta)
+      out[step] = base @ (identity + (host["a"] @ host["b"] if "a" in host else host["d"]))
+  return [out[s] for s in snapshots]
+
+
+@functools.lru_cache(maxsize=16)
+def _metric_step(num_labels: int, cosine_scale: float, learning_rate: float, weight_decay: float):
+  """(jitted AdamW step of the support loss over D in W = I + D, its optimizer), made once per settings."""
+  optimizer = optax.adamw(learning_rate, weight_decay=weight_decay)
+
+  def loss_fn(delta, z, labels, valid, negatives, negatives_valid):
+    def mapped(x):
+      moved = (x @ delta["a"]) @ delta["b"] if "a" in delta else x @ delta["d"]
+      return pooling.l2_normalize(x + moved) * np.sqrt(cosine_scale)
+    return batch_softmax_loss(mapped(z), labels, valid, num_labels, "max", mapped(negatives), negatives_valid)[0]
+
+  def step(delta, state, *batch):
+    grads = jax.grad(loss_fn)(delta, *batch)
+    updates, state = optimizer.update(grads, state, delta)
+    return optax.apply_updates(delta, updates), state
+
+  return jax.jit(step), optimizer
+
+
+def _support_batch(tokenizer, utterances: Sequence[dict], max_length: int, max_words: int):
+  """Token ids [U, L], mask, and the gold spans' (utterance, first, last, label id) and every other span's
+  (utterance, first, last), padded to a few shapes; plus the label names."""
+  encoded = tokenizer.encode_words([u["tokens"] for u in utterances], max_length)
+  gold, others = [], []
+  for row, (u, (_, pieces)) in enumerate(zip(utterances, encoded)):
+    spans = labelled_spans(u["tags"])
+    taken = {(s, e) for s, e, _ in spans}
+    gold += [(row, pieces[s][0], pieces[e - 1][1], label) for s, e, label in spans if pieces_ok(pieces, (s, e))]
+    others += [(row, pieces[s][0], pieces[e - 1][1]) for s, e in enumerate_spans(len(u["tokens"]), max_words)
+               if (s, e) not in taken and pieces_ok(pieces, (s, e))]
+  label_ids, names = _label_ids([g[3] for g in gold])
+  length = batching.bucket_for(max(len(ids) for ids, _ in encoded), batching.length_buckets(max_length, (16, 32, 48)))
+  rows = _power_of_two(len(encoded), 8)
+  ids = np.full((rows, length), tokenizer.pad_id, np.int32)
+  mask = np.zeros((rows, length), np.int32)
+  for r, (token_ids, _) in enumerate(encoded):
+    ids[r, : len(token_ids)], mask[r, : len(token_ids)] = token_ids, 1
+
+  def padded(entries, width, size):
+    out = np.zeros((_power_of_two(len(entries), size), width), np.int32)
+    out[: len(entries)] = np.array(entries, np.int32).reshape(len(entries), width) if entries else 0
+    return out, np.arange(len(out)) < len(entries)
+
+  gold_rows, gold_valid = padded([g[:3] + (int(l),) for g, l in zip(gold, label_ids)], 4, 16)
+  other_rows, other_valid = padded(others, 3, 128)
+  return {"ids": ids, "mask": mask, "gold": gold_rows, "gold_valid": gold_valid, "others": other_rows,
+          "others_valid": other_valid}, names
+
+
+def _power_of_two(n: int, least: int) -> int:
+  """The smallest power of two >= ``n`` and >= ``least``: support sets of any size share a few shapes."""
+  return max(least, 1 << max(n - 1, 0).bit_length())
+
+
+def fine_tune(cfg: transformer.EncoderConfig, params: dict, tokenizer, utterances: Sequence[dict],
+              tuning: SupportTuning, *, max_length: int, seed: int = 0, snapshots: Sequence[int] = (),
+              dtype=np.float32) -> list[dict]:
+  """The encoder ``params`` after learning the support set ``utterances`` (``{"tokens", "tags"}``) as
+  ``tuning`` says (``SupportTuning``), one copy (on the host) per step count in ``snapshots`` (default: the last
+  step), in their order; a step count of 0 is the encoder as given. A support set with fewer than two labelled
+  spans of a label has nothing to pull together there; its spans are still pushed away from the "none" spans.
+  """
+  snapshots = sorted(set(snapshots or (tuning.steps,)))
+  if snapshots[-1] > tuning.steps or snapshots[0] < 0:
+    raise ValueError(f"snapshots {snapshots} must lie in [0, {tuning.steps}]")
+  batch, names = _support_batch(tokenizer, utterances, max_length, tuning.max_words)
+  if not batch["gold_valid"].any():
+    raise ValueError("the support set holds no labelled span to learn from")
+  frozen, trainable = (frozen_prefix.split(params, cfg, tuning.frozen_layers) if tuning.frozen_layers >= 0
+                       else ({}, params))
+  tokens = (frozen_prefix.prefix_batch(frozen, batch["ids"], batch["mask"], cfg=cfg, dtype=dtype) if frozen
+            else jnp.asarray(batch["ids"]))
+  step_fn, optimizer = _tuning_step(cfg, -(-len(names) // 8) * 8, float(tuning.cosine_scale), tuning.learning_rate,
+                                    tuning.weight_decay, dtype)
+  out, state = {}, optimizer.init(trainable)
+  if 0 in snapshots:
+    out[0] = params
+  rng = jax.random.key(seed)
+  arrays = {k: jnp.asarray(v) for k, v in batch.items() if k != "ids"}
+  for step in range(1, tuning.steps + 1):
+    trainable, state = step_fn(trainable, state, tokens, arrays, rng, step)
+    if step in snapshots:
+      host = jax.device_get(trainable)
+      out[step] = frozen_prefix.merge(jax.device_get(frozen), host) if frozen else host
+  return [out[s] for s in snapshots]
+
+
+@functools.lru_cache(maxsize=16)
+def _tuning_step(cfg, num_labels: int, cosine_scale: float, learning_rate: float, weight_decay: float, dtype):
+  """(jitted AdamW step of the support loss, its optimizer) for ``fine_tune``, made once per encoder and
+  settings (``num_labels`` rounded up, so support sets of a few label counts share one program)."""
+  optimizer = optax.adamw(learning_rate, weight_decay=weight_decay, mask=train_optimizer.weight_decay_mask)
+
+  def loss_fn(trainable, tokens, batch, rng):
+    hidden = frozen_prefix.encode_tokens(cfg, trainable, tokens, batch["mask"], dtype=dtype, deterministic=False,
+                                         rng=rng)
+
+    flat, length = hidden.reshape(-1, hidden.shape[-1]), hidden.shape[1]
+
+    def spans(rows):  # (utterance, first piece, last piece) -> first+last piece vectors, at scale * cos
+      z = jnp.concatenate([flat[rows[:, 0] * length + rows[:, 1]], flat[rows[:, 0] * length + rows[:, 2]]], -1)
+      return pooling.l2_normalize(z.astype(jnp.float32)) * np.sqrt(cosine_scale)
+
+    z = spans(batch["gold"])
+    loss, _ = batch_softmax_loss(z, batch["gold"][:, 3], batch["gold_valid"], num_labels, "max", spans(batch["others"]),
+                                 batch["others_valid"])
+    return loss
+
+  def step(trainable, state, tokens, batch, rng, number):
+    loss, grads = jax.value_and_grad(loss_fn)(trainable, tokens, batch, jax.random.fold_in(rng, number))
+    updates, state = optimizer.update(grads, state, trainable)
+    return optax.apply_updates(trainable, updates), state
+
+  return jax.jit(step), optimizer

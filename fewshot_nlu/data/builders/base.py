@@ -15,7 +15,6 @@ files are written in hashed-key order: ``load_split`` returns examples in raw or
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -26,6 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow_datasets as tfds
 
+from fewshot_nlu import workdirs
 from fewshot_nlu.errors import DataError, MissingDataFile
 
 DATA_ENV = "FEWSHOT_NLU_DATA"
@@ -37,17 +37,6 @@ SPLIT_NAME = re.compile(r"[\w-]+")  # what TFDS accepts as a split name
 def raw_root() -> pathlib.Path:
   """The folder holding the raw dataset folders (``BANKING77/``, ``CLINC150/``, ...)."""
   return pathlib.Path(os.environ.get(DATA_ENV, DEFAULT_RAW_ROOT)).expanduser()
-
-
-def folder_fingerprint(folder: pathlib.Path) -> str:
-  """sha1 over (absolute path, and every file's relative path, size and mtime) — cheap: stats only."""
-  folder = pathlib.Path(folder)
-  digest = hashlib.sha1(str(folder.resolve()).encode())
-  if folder.is_dir():
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-      stat = path.stat()
-      digest.update(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-  return digest.hexdigest()[:16]
 
 
 def tfds_dir() -> str:
@@ -71,7 +60,7 @@ class RawFolderBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     if self._raw_dir_arg is not None:
       # A user's folder can change under the same builder name: key the prepared files by its contents'
       # fingerprint, so an edited folder is rebuilt instead of silently served from the old build.
-      kwargs["data_dir"] = os.path.join(kwargs["data_dir"], "by_raw_dir", folder_fingerprint(self._raw_dir_arg))
+      kwargs["data_dir"] = os.path.join(kwargs["data_dir"], "by_raw_dir", workdirs.path_fingerprint(self._raw_dir_arg))
     super().__init__(**kwargs)
 
   def raw_dir(self, dl_manager: tfds.download.DownloadManager | None = None) -> pathlib.Path:

@@ -32,10 +32,12 @@ Building it costs one encoding of that support set.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import pathlib
 import time
+from typing import Sequence
 
 import jax
 import ml_collections
@@ -47,10 +49,10 @@ from fewshot_nlu.data.builders.slots import FOLDS, load_episodes
 from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation.span_f1 import SpanCounts
-from fewshot_nlu.train import span_training as retriever_training
-from fewshot_nlu.models.span_decoding import decode, to_bio
 from fewshot_nlu.models.slot_filler import SlotFillerModel
+from fewshot_nlu.models.span_decoding import decode_sweep, to_bio
 from fewshot_nlu.models.span_retrieval import INFERENCE, SIMILARITIES, SlotRetriever, SpanEncoder
+from fewshot_nlu.train import span_training
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +63,18 @@ DOMAIN_ABBREVIATIONS = {"GetWeather": "GW", "PlayMusic": "PM", "AddToPlaylist": 
 
 def validate(config: ml_collections.ConfigDict) -> None:
   r = config.retriever
-  retriever_training.validate(config)
+  span_training.validate(config)
   config_checks.require_choice(config, "retriever.inference", INFERENCE)
   config_checks.require_choice(config, "retriever.similarity", SIMILARITIES)
   config_checks.require_non_negative(config, "retriever.encoder_layers")
   config_checks.require_positive(config, "retriever.max_words", "retriever.beam_size")
   config_checks.require_non_negative(config, "retriever.dev_episodes", "retriever.test_episodes",
                                      "retriever.threshold_retries")
+  if not r.support_steps or any(n < 0 for n in r.support_steps):
+    raise config_checks.ConfigError(f"config.retriever.support_steps: {tuple(r.support_steps)} must be step counts "
+                                    ">= 0 ((0,): retrieval alone)")
+  config_checks.require_positive(config, "retriever.support_learning_rate")
+  config_checks.require_choice(config, "retriever.support_mode", span_training.MODES)
   if not r.thresholds or any(not 0 <= t <= 1 for t in r.thresholds):
     raise config_checks.ConfigError(f"config.retriever.thresholds: {tuple(r.thresholds)} must be values in [0, 1]")
   if not 0 <= r.merge_threshold <= 1:
@@ -93,20 +100,44 @@ def episode_f1(retriever: SlotRetriever, episodes: list[dict], thresholds, decod
     retriever.set_support(episode["support"])
     queries = episode["query"]
     candidates = retriever.candidates([q["tokens"] for q in queries])
-    for t, threshold in enumerate(thresholds):
-      counts = SpanCounts()
-      for q, row in zip(queries, candidates):
-        spans = decode([c for c, _ in row], threshold=threshold, **decoding)
+    counts = [SpanCounts() for _ in thresholds]
+    for q, row in zip(queries, candidates):
+      for t, spans in enumerate(decode_sweep([c for c, _ in row], thresholds, **decoding)):
         predicted = to_bio(spans, len(q["tokens"]))
-        counts.add(q["tags"], predicted)
+        counts[t].add(q["tags"], predicted)
         if predictions is not None and t == 0:
           evidence = {(c.start, c.end, c.label): p for c, p in row}
           shown = [f"{' '.join(q['tokens'][s.start:s.end])} [{s.label} {s.score:.3f}"
                    + (f" <- {evidence[(s.start, s.end, s.label)]['text']}]" if (s.start, s.end, s.label) in evidence
                       else " merged]") for s in spans]
           predictions.append((e, " ".join(q["tokens"]), " ".join(q["tags"]), " ".join(predicted), " | ".join(shown)))
-      scores[e, t] = counts.f1
+    scores[e] = [c.f1 for c in counts]
   return scores
+
+
+def tuned_episode_f1(encoder: SpanEncoder, episodes: list[dict], steps: Sequence[int], thresholds, decoding: dict,
+                     make_retriever, tuning: span_training.SupportTuning, *, seed: int,
+                     predictions: list | None = None, desc: str = "episodes") -> np.ndarray:
+  """[episodes, len(steps), thresholds] F1 when ``encoder`` first learns each episode's support set
+  (``span_training.learn_support``, a snapshot after each of ``steps``; 0: the encoder as given), then
+  retrieves from it (``make_retriever(encoder)``). ``predictions``: as ``episode_f1``, for the first step
+  count."""
+  scores = np.zeros((len(episodes), len(steps), len(thresholds)))
+  for e, episode in enumerate(console.bar(episodes, desc=desc, unit="episode", leave=False)):
+    learnt = span_training.learn_support(encoder, episode["support"], dataclasses.replace(tuning, steps=max(steps)),
+                                         seed=seed + e, snapshots=steps)
+    for k, tuned in enumerate(learnt):
+      scores[e, k] = episode_f1(make_retriever(tuned), [episode], thresholds, decoding,
+                                predictions=predictions if k == 0 else None, desc="")[0]
+  return scores
+
+
+def support_tuning(config) -> span_training.SupportTuning:
+  """How an episode's support set is learnt (``retriever.support_*``; the step count is chosen per fold)."""
+  r = config.retriever
+  return span_training.SupportTuning(learning_rate=r.support_learning_rate, mode=r.support_mode,
+                                     cosine_scale=r.cosine_scale or 20.0,
+                                     frozen_layers=config.train.frozen_prefix_layers, max_words=r.max_words)
 
 
 def _episodes(builder, split: str, count: int) -> list[dict]:
@@ -130,11 +161,16 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
   domain = test[0]["domain"]
   decoding = _decoding(config)
 
-  def slot_retriever(params):
-    encoder = SpanEncoder(model.config, params, model.tokenizer, max_length=config.model.max_length,
-                          batch_size=config.eval.batch_size, dtype=DTYPES[config.model.dtype])
+  def span_encoder(params) -> SpanEncoder:
+    return SpanEncoder(model.config, params, model.tokenizer, max_length=config.model.max_length,
+                       batch_size=config.eval.batch_size, dtype=DTYPES[config.model.dtype])
+
+  def retriever_of(encoder: SpanEncoder) -> SlotRetriever:
     return SlotRetriever(encoder, max_words=r.max_words, inference=r.inference, backend=r.index_backend,
                          similarity=r.similarity)
+
+  def slot_retriever(params) -> SlotRetriever:
+    return retriever_of(span_encoder(params))
 
   def dev_f1(params) -> np.ndarray:
     return episode_f1(slot_retriever(params), dev, r.thresholds, decoding, desc="dev episodes").mean(0)
@@ -148,32 +184,47 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
   params, best_f1 = model.params, None
   if r.train:
     utterances = source_utterances(load_episodes(builder, f"fold{fold}_train"))
-    items = retriever_training.slot_items(model.tokenizer, utterances, config.model.max_length,
+    items = span_training.slot_items(model.tokenizer, utterances, config.model.max_length,
                                           negatives=r.negative_spans, max_words=r.max_words, seed=config.seed)
     log.info("fold %d: training on %d slot spans of %d source utterances (%d slot labels)", fold, len(items),
              len(utterances), len(items.label_names))
     start = time.perf_counter()
-    params, record = retriever_training.train(config, workdir, model, items, span=True,
+    params, record = span_training.train(config, workdir, model, items, span=True,
                                               evaluate=dev_evaluation if dev else None)
     best_f1 = (record.pop("best_details", None) or {}).get("dev_f1_by_threshold")
     results.update(training=record, train_seconds=round(time.perf_counter() - start, 1))
   start = time.perf_counter()
-  # the kept encoder's development F1 was measured when it was kept; the untouched one's is measured here
-  per_threshold = np.array(best_f1) if best_f1 else dev_f1(params)
-  threshold = float(r.thresholds[int(np.argmax(per_threshold))])
-  results.update(threshold=threshold, dev_f1_by_threshold={f"{t:.2f}": round(float(f), 2)
-                                                          for t, f in zip(r.thresholds, per_threshold)})
   predictions: list = []
+  tuning = support_tuning(config)
+  if tuple(r.support_steps) == (0,):  # retrieval alone (the paper's inference)
+    # the kept encoder's development F1 was measured when it was kept; the untouched one's is measured here
+    per_threshold = np.array(best_f1) if best_f1 else dev_f1(params)
+    threshold, steps = float(r.thresholds[int(np.argmax(per_threshold))]), 0
+    results.update(dev_f1_by_threshold={f"{t:.2f}": round(float(f), 2) for t, f in zip(r.thresholds, per_threshold)})
+    f1 = episode_f1(slot_retriever(params), test, [threshold], decoding, predictions=predictions,
+                    desc=f"test episodes ({domain})")[:, 0]
+  else:  # each episode's support set is learnt first; steps and threshold chosen on development
+    base = span_encoder(params)
+    grid = tuned_episode_f1(base, dev, r.support_steps, r.thresholds, decoding, retriever_of, tuning,
+                            seed=config.seed, desc="dev episodes (learning the support)").mean(0)
+    best_steps, best_threshold = np.unravel_index(int(np.argmax(grid)), grid.shape)
+    steps, threshold = int(r.support_steps[best_steps]), float(r.thresholds[best_threshold])
+    results.update(dev_f1_by_steps={str(n): round(float(row.max()), 2) for n, row in zip(r.support_steps, grid)})
+    f1 = tuned_episode_f1(base, test, (steps,), [threshold], decoding, retriever_of, tuning, seed=config.seed,
+                          predictions=predictions, desc=f"test episodes ({domain}, learning the support)")[:, 0, 0]
+  results.update(threshold=threshold, support_steps=steps, f1=round(float(f1.mean()), 2),
+                 f1_std=round(float(f1.std()), 2), eval_seconds=round(time.perf_counter() - start, 1))
   retriever = slot_retriever(params)
-  f1 = episode_f1(retriever, test, [threshold], decoding, predictions=predictions,
-                  desc=f"test episodes ({domain})")[:, 0]
-  results.update(f1=round(float(f1.mean()), 2), f1_std=round(float(f1.std()), 2),
-                 eval_seconds=round(time.perf_counter() - start, 1))
+  if steps:  # the export holds the encoder that learnt test episode 0's support set, as the test ran it
+    retriever = retriever_of(span_training.learn_support(
+        retriever.encoder, test[0]["support"], dataclasses.replace(tuning, steps=steps), seed=config.seed)[0])
   if jax.process_index() == 0:
     tsv.write_tsv(workdir / "predictions.tsv", ("episode", "utterance", "gold", "predicted",
                                                 "predicted_slots [label score <- retrieved span]"), predictions)
     notes = {"threshold": f"best development F1 on {results['dev_domain']} (fold{fold}_valid)",
              "support": f"the support set of test episode 0 of fold{fold}_test ({domain})"}
+    if steps:
+      notes["encoder"] = f"learnt that support set for {steps} steps (retriever.support_steps, chosen on development)"
     with workdirs.atomic_folder(workdir / "export") as export:
       SlotFillerModel(retriever, test[0]["support"], threshold=threshold, **decoding, notes=notes).save(
           export, encoder_heads=model.heads)

@@ -1,0 +1,168 @@
+"""Joint few-shot NLU on SNIPS: intents + slots from a few annotated utterances, scored on the full SNIPS test set.
+
+A cell is ``snips:k<K>`` (K annotated utterances per intent, 7 intents) or ``snips:n<N>`` (N utterances drawn at
+random from the whole training split, slots only: the learning curve of the slot filler). For each seed the
+utterances are drawn from SNIPS ``train`` (never ``test``) and ``fewshot_nlu.fit(..., method="nlu")`` trains on
+them with the shipped defaults; the model then parses all 700 ``test`` utterances (never cut):
+  * intent accuracy (no rejection), slot F1 over exact spans (label, start, end: conlleval's rule on SNIPS's own
+    tokens), sentence accuracy (the intent and every slot right; the joint literature's "overall accuracy").
+
+The slot filler starts from a general span encoder that has never seen SNIPS (leave-one-dataset-out):
+``--span-encoder`` is the export of ``configs/span_encoder.py`` with ``--config.data.exclude='("snips",)'``
+(MixATIS, NLU++ and SGD only). Variants (``--variant``): ``learned`` (the default: the slot filler learns the
+examples, steps and threshold chosen by cross-validation on them), ``retrieval`` (retrieval alone,
+``slots.support_steps=(0,)``), ``untouched`` (retrieval with the untouched MiniLM cut at 3 layers).
+
+  python -m fewshot_nlu.main --config=configs/span_encoder.py --workdir=runs/span_encoder_no_snips \\
+      --config.data.exclude='("snips",)'
+  python bench/joint_nlu.py --cells snips:k5,snips:k10 --seeds 0,1,2
+  python bench/joint_nlu.py --cells snips:n8,snips:n16,snips:n32,snips:n64,snips:n128 --variant retrieval
+  python bench/joint_nlu.py --table
+
+Rows go to ``bench/results/joint_nlu.jsonl`` (each with the command that repeats it), the table to
+``bench/results/joint_nlu.md``. One process at a time (fit times are reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from runner import REPO, RESULTS, load_rows, machine, mean_std
+
+ROWS = RESULTS / "joint_nlu.jsonl"
+DEFAULT_DATA = os.environ.get("FEWSHOT_NLU_DATA", str(REPO.parent / "shared" / "data"))
+DEFAULT_SPAN_ENCODER = REPO / "runs" / "span_encoder_no_snips" / "export"
+VARIANTS = {"learned": {}, "retrieval": {"slots.support_steps": (0,)},
+            "untouched": {"slots.support_steps": (0,), "slots.encoder": ""}}
+
+
+def draw(data_dir: str, cell: str, seed: int) -> list[dict]:
+  """The annotated training utterances of ``cell`` for ``seed`` (module docstring), as fit's JSON-lines rows."""
+  from fewshot_nlu.data import annotated
+  examples = annotated.read_joint_folder(pathlib.Path(data_dir) / "SNIPS_BIO" / "train").examples
+  rng = np.random.default_rng(seed)
+  kind, n = cell[0], int(cell[1:])
+  if kind == "k":
+    by_intent = collections.defaultdict(list)
+    for i, e in enumerate(examples):
+      by_intent[e.intent].append(i)
+    chosen = [i for intent in sorted(by_intent) for i in rng.choice(by_intent[intent], n, replace=False)]
+  else:
+    chosen = list(rng.choice(len(examples), n, replace=False))
+  return [{"text": examples[i].text, "intent": examples[i].intent if kind == "k" else None,
+           "entities": [{"start": x.start, "end": x.end, "entity": x.label} for x in examples[i].entities]}
+          for i in sorted(chosen)]
+
+
+def run_cell(data_dir: str, cell: str, seed: int, variant: str, span_encoder: pathlib.Path,
+             workdirs: pathlib.Path) -> dict:
+  import fewshot_nlu as fn
+  rows = draw(data_dir, cell, seed)
+  overrides = {"slots.encoder": str(span_encoder), **VARIANTS[variant]}
+  workdir = workdirs / f"{variant}-snips-{cell}-seed{seed}"
+  start = time.perf_counter()
+  model = fn.fit(rows, validation=str(pathlib.Path(data_dir) / "SNIPS_BIO" / "test"), method="nlu",
+                 workdir=workdir, overwrite=True, seed=seed, **overrides)
+  wall = time.perf_counter() - start
+  r = model.results
+  text = "a b c d e f g h i j k l m n o p"  # 16 words: parse latency of one utterance, after warm-up
+  model.parse([text])
+  times = []
+  for _ in range(20):
+    t = time.perf_counter()
+    model.parse([text])
+    times.append(time.perf_counter() - t)
+  return {"name": variant, "dataset": "snips", "cell": cell, "seed": seed, "split": "test",
+          "num_train": len(rows), "wall_seconds": round(wall, 1),
+          "results": {k: r.get(k) for k in ("intent_accuracy", "slot_f1", "slot_precision", "slot_recall",
+                                              "sentence_accuracy", "num_eval", "intents_seconds", "slots_seconds")},
+          "slots": r.get("slots"), "parse_ms_p50": round(1000 * statistics.median(times), 1),
+          "command": f"python bench/joint_nlu.py --cells snips:{cell} --seeds {seed} --variant {variant}",
+          "machine": machine()}
+
+
+# ------------------------------------------------------------------------------------------- table
+
+def write_table() -> None:
+  rows = load_rows(ROWS)
+  lines = ["# Joint few-shot NLU on SNIPS (bench/joint_nlu.py)", "",
+           "K annotated utterances per intent (7 intents) drawn per seed from SNIPS train, or N utterances for the "
+           "slot filler alone; `fit(method=\"nlu\")` with the shipped defaults, the slot filler starting from a "
+           "general span encoder trained without SNIPS (MixATIS, NLU++, SGD); scored on all 700 SNIPS test "
+           "utterances. In %, mean ± std over seeds (n); fit in seconds (intents + slots, median); parse = one "
+           "16-word utterance, median of 20 calls. " + machine(), "",
+           "| cell | variant | intent acc | slot F1 | sentence acc | fit s (intents + slots) | parse ms |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+  groups = collections.defaultdict(list)
+  for r in rows:
+    groups[(r["cell"], r["name"])].append(r)
+
+  def order(key):
+    cell, name = key
+    return (cell[0], int(cell[1:]), list(VARIANTS).index(name) if name in VARIANTS else 9, name)
+
+  for (cell, name), rs in sorted(groups.items(), key=lambda kv: order(kv[0])):
+    res = [r["results"] for r in rs]
+    intent = [x["intent_accuracy"] for x in res] if cell[0] == "k" else []
+    fit = [(x.get("intents_seconds") or 0) + (x.get("slots_seconds") or 0) for x in res]
+    label = f"K={cell[1:]} per intent" if cell[0] == "k" else f"N={cell[1:]} (slots only)"
+    lines.append(f"| {label} | {name} | {mean_std(intent) if intent else '–'} | "
+                 f"{mean_std([x['slot_f1'] for x in res])} ({len(rs)}) | "
+                 f"{mean_std([x['sentence_accuracy'] for x in res]) if intent else '–'} | "
+                 f"{statistics.median(fit):.0f} | {statistics.median(r['parse_ms_p50'] for r in rs):.1f} |")
+  lines += ["", "## Commands", ""] + [f"- `{c}`" for c in dict.fromkeys(r["command"] for r in rows)]
+  notes = RESULTS / "joint_nlu_notes.md"
+  if notes.exists():
+    lines += ["", notes.read_text().strip()]
+  (RESULTS / "joint_nlu.md").write_text("\n".join(lines) + "\n")
+
+
+def _done(variant: str, cell: str, seed: int) -> bool:
+  return any(r["name"] == variant and r["cell"] == cell and r["seed"] == seed for r in load_rows(ROWS))
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--cells", default="snips:k5,snips:k10")
+  parser.add_argument("--seeds", default="0,1,2")
+  parser.add_argument("--variant", default="learned", choices=sorted(VARIANTS))
+  parser.add_argument("--span-encoder", default=str(DEFAULT_SPAN_ENCODER))
+  parser.add_argument("--data-dir", default=DEFAULT_DATA)
+  parser.add_argument("--workdirs", default=str(REPO / "runs" / "bench_joint_nlu"))
+  parser.add_argument("--table", action="store_true", help="only rewrite bench/results/joint_nlu.md")
+  args = parser.parse_args()
+  if not args.table:
+    span_encoder = pathlib.Path(args.span_encoder)
+    if args.variant != "untouched" and not span_encoder.is_dir():
+      raise SystemExit(f"{span_encoder}: no span encoder; build it first (module docstring)")
+    for cell in args.cells.split(","):
+      dataset, kind = cell.split(":")
+      if dataset != "snips" or kind[:1] not in ("k", "n") or not kind[1:].isdigit():
+        raise SystemExit(f"{cell}: cells are snips:k<K> or snips:n<N>")
+      for seed in map(int, args.seeds.split(",")):
+        if _done(args.variant, kind, seed):
+          print(f"{args.variant} {cell} seed {seed}: done already")
+          continue
+        row = run_cell(args.data_dir, kind, seed, args.variant, span_encoder, pathlib.Path(args.workdirs))
+        with open(ROWS, "a", encoding="utf-8") as f:
+          f.write(json.dumps(row) + "\n")
+        res = row["results"]
+        print(f"{args.variant} {cell} seed {seed}: intent {res['intent_accuracy']} slot F1 {res['slot_f1']:.4f} "
+              f"sentence {res['sentence_accuracy']:.4f} in {row['wall_seconds']} s", flush=True)
+        write_table()
+  write_table()
+
+
+if __name__ == "__main__":
+  sys.path.insert(0, str(REPO / "bench"))
+  sys.path.insert(0, str(REPO))
+  main()

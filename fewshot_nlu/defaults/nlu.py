@@ -1,0 +1,83 @@
+"""Joint NLU from a team's own annotated examples: intents + slots + out-of-scope in one model
+(``fewshot_nlu.methods.nlu``; ``fewshot_nlu.fit(data, method="nlu")`` runs the same).
+
+  python -m fewshot_nlu.main --config=configs/nlu.py --workdir=runs/my_bot --config.data.train=nlu.yml
+  python -m fewshot_nlu.main --config=configs/nlu.py:qaid ...        # QAID for the intents
+
+``data.train``: a Rasa ``nlu.yml``, a ``.jsonl`` / ``.csv`` with ``text``, ``intent`` and ``entities``
+(character spans), or a ``seq.in`` / ``seq.out`` / ``label`` folder (``data.annotated``); ``data.eval``
+(optional, the same forms): held-out examples the run scores (intent accuracy, slot F1, sentence accuracy);
+never used to choose anything.
+
+The parts:
+  * ``intents``: the intent method's own config, as ``fit`` builds it for these examples (ConvFiT by default,
+    its row of §3 by the examples per intent; QAID with ``:qaid``), trained on the examples that have an
+    intent; its out-of-scope threshold is calibrated as that method does it (ConvFiT: on the training examples,
+    leave-one-out, since a team's data has no development split);
+  * ``slots``: a slot filler (``models.slot_filler``) over words that keep their character offsets, starting from
+    ``slots.encoder``: ``general`` (the general span encoder ``configs/span_encoder.py`` installs, trained on
+    public slot corpora; the untouched MiniLM cut at ``slots.encoder_layers`` when none is installed, said in
+    one line), or a folder. It then learns the user's examples (``train.span_training.fine_tune``: the batch
+    softmax over their slot spans against every other span of their utterances) for one of
+    ``slots.support_steps`` steps, chosen with the decoding threshold by ``slots.folds``-fold cross-validation
+    on the training examples (0 steps, retrieval alone, wins where the examples are too few to learn from).
+"""
+
+import ml_collections
+
+from fewshot_nlu.defaults import common, convfit_base, qaid_base
+
+INTENT_METHODS = ("convfit", "qaid")
+
+
+def intents_config(method: str, shots: str = "10") -> ml_collections.ConfigDict:
+  """The intent method's config for a user's examples (``fit``'s defaults, ``api.default_config``)."""
+  if method == "convfit":
+    config = convfit_base.get_config("intent_table", shots)
+    config.classifier.select_split = ""  # a team's data has no development split
+    config.eval.calibration_split = ""
+    return config
+  if method == "qaid":
+    config = qaid_base.get_config("intent_table")
+    config.eval.dev_split, config.eval.select_best, config.eval.patience = "", False, 0
+    return config
+  raise ValueError(f"intent method {method!r} unknown; choose one of {INTENT_METHODS} (configs/nlu.py:<method>)")
+
+
+def get_config(intent_method: str = "convfit") -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+  base = common.base("nlu")
+  config.method = "nlu"
+  config.seed = 0
+  config.compilation_cache_dir = base.compilation_cache_dir
+  config.distributed = base.distributed
+
+  config.data = ml_collections.ConfigDict()
+  config.data.train = ""  # annotated examples (data.annotated): nlu.yml, .jsonl / .csv, or a seq.in folder
+  config.data.eval = ""  # optional held-out examples in the same forms, scored at the end
+
+  config.intent_method = intent_method
+  config.intents = intents_config(intent_method)
+
+  s = config.slots = ml_collections.ConfigDict()
+  s.encoder = "general"  # "general": the installed general span encoder; "": the untouched model; or a folder
+  s.model = "minilm-l6"  # the untouched model (when no general span encoder is installed, or encoder="")
+  s.encoder_layers = 3  # the untouched model is cut after this many layers (its lower layers retrieve spans best)
+  s.max_length = 64
+  s.max_words = 7  # m: spans of up to this many words
+  s.mode = "metric"  # what learns the examples: "metric" (a span metric W = I + D) | "encoder" (its layers)
+  s.support_steps = (0, 25, 50, 100)  # candidate step counts of learning the examples (0: retrieval alone)
+  s.learning_rate = 1e-3
+  s.frozen_layers = 1  # mode "encoder": embeddings + this many layers frozen (-1: none)
+  s.cosine_scale = 20.0
+  s.folds = 4  # cross-validation folds that choose the step count and the threshold
+  s.thresholds = tuple(round(0.40 + 0.025 * i, 3) for i in range(23))  # 0.40 ... 0.95
+  s.beam_size = 10
+  s.merge_threshold = 0.99
+  s.threshold_step = 0.05
+  s.threshold_retries = 0  # Retriever §5.2 lowers the threshold until some span passes (10 times by 0.05); a
+  # user's utterance may hold no slot at all ("hi"), so none is lowered here
+
+  config.eval = ml_collections.ConfigDict()
+  config.eval.batch_size = 32
+  return config

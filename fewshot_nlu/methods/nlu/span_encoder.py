@@ -1,0 +1,116 @@
+"""The general span encoder (``config.method = "span_encoder"``): the Retriever's batch softmax (Yu et al.,
+2021, §5.1, Eq. 4; ``losses.batch_softmax``) over the gold slot spans of the public slot corpora
+(``data.slot_corpora``: SNIPS, MixATIS, NLU++, SGD train splits; never a test split), so that a team's slot
+filler starts from an encoder that already tells slot values from the words around them. ``data.exclude``
+leaves corpora out (a benchmark on one of them uses an encoder that never saw it).
+
+Training (``train.span_training.train``, the Retriever wing's own loop) follows ``configs/retriever_snips.py``'s
+deviations from App. A.1: the model cut after ``retriever.encoder_layers`` layers, its embeddings and layer 0
+frozen, "none" spans of each item's utterance in the softmax, s = 20 cos; batches of ``retriever.per_label_batch``
+spans of each of ``retriever.labels_per_batch`` labels drawn per step (the corpora hold ~190 slot types), for
+``train.max_steps`` steps; at most ``retriever.max_items_per_label`` spans of a label are kept (seeded).
+
+The run exports the encoder (``export/``, with ``span_encoder.json`` recording its corpora) and, with
+``install`` (and nothing excluded), copies it to ``install_dir()`` (``$FEWSHOT_NLU_CACHE/span_encoder``, default
+``~/.cache/fewshot_nlu``), where ``fit(..., method="nlu")`` finds it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+import shutil
+
+import jax
+import ml_collections
+import numpy as np
+
+from fewshot_nlu import config_checks, workdirs
+from fewshot_nlu.data import annotated, slot_corpora
+from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.train import span_training
+
+log = logging.getLogger(__name__)
+
+MARKER = "span_encoder.json"
+
+
+def install_dir() -> pathlib.Path:
+  return pathlib.Path(os.environ.get("FEWSHOT_NLU_CACHE", "~/.cache/fewshot_nlu")).expanduser() / "span_encoder"
+
+
+def installed() -> pathlib.Path | None:
+  """The installed general span encoder, if any."""
+  folder = install_dir()
+  return folder if (folder / MARKER).is_file() else None
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  span_training.validate(config)
+  config_checks.require_positive(config, "retriever.encoder_layers", "retriever.max_words",
+                                 "retriever.max_items_per_label")
+  config_checks.require_non_negative(config, "retriever.labels_per_batch")
+  unknown = [s for s in (*config.data.sources, *config.data.exclude) if s not in slot_corpora.SOURCES]
+  if unknown:
+    raise config_checks.ConfigError(f"config.data.sources / exclude: {unknown[0]!r} is no corpus; choose from "
+                                    f"{slot_corpora.SOURCES}")
+  if not [s for s in config.data.sources if s not in config.data.exclude]:
+    raise config_checks.ConfigError("config.data.exclude: leaves no corpus to train on")
+  config_checks.require_dir(config, "data.dir")
+  if config.train.max_steps <= 0:
+    raise config_checks.ConfigError("config.train.max_steps: must be > 0 (the corpora are too large for epochs)")
+
+
+def corpus_support(config) -> tuple[list[dict], dict[str, int]]:
+  """Every utterance of the corpora trained on, as support utterances (words, BIO tags), and their counts."""
+  utterances, counts = [], {}
+  for name in config.data.sources:
+    if name in config.data.exclude:
+      continue
+    rows = slot_corpora.examples(name, config.data.dir)
+    counts[name] = len(rows)
+    for e in rows:
+      _, tokens, tags = annotated.to_bio(e)
+      utterances.append({"tokens": tokens, "tags": tags})
+  return utterances, counts
+
+
+def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
+  r = config.retriever
+  model = pretrained.lower_layers(pretrained.load_pretrained(config.model.name), r.encoder_layers)
+  utterances, counts = corpus_support(config)
+  items = span_training.slot_items(model.tokenizer, utterances, config.model.max_length, negatives=r.negative_spans,
+                                   max_words=r.max_words, seed=config.seed)
+  keep = _cap_per_label(items.label_ids, r.max_items_per_label, config.seed)
+  items = span_training.SpanItems(
+      [items.token_ids[i] for i in keep], items.first[keep], items.last[keep], items.label_ids[keep],
+      items.label_names, *(None if a is None else a[keep]
+                           for a in (items.negative_first, items.negative_last, items.negative_valid)))
+  log.info("span encoder: %d slot spans of %d labels from %s", len(items), len(items.label_names), counts)
+  params, record = span_training.train(config, workdir, model, items, span=True, evaluate=None)
+  marker = {"base_model": config.model.name, "encoder_layers": r.encoder_layers, "corpora": counts,
+            "excluded": list(config.data.exclude), "spans": len(items), "labels": len(items.label_names),
+            "steps": record["steps"]}
+  results = {"method": config.method, "model": config.model.name, **marker}
+  if jax.process_index() == 0:
+    with workdirs.atomic_folder(workdir / "export") as export:
+      pretrained.save_pretrained(export, model.config, params, model.tokenizer)
+      (export / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+    if config.install and not config.data.exclude:
+      with workdirs.atomic_folder(install_dir()) as folder:
+        shutil.copytree(workdir / "export", folder, dirs_exist_ok=True)
+      results["installed"] = str(install_dir())
+      log.info("installed the general span encoder in %s", install_dir())
+  return workdirs.write_results(workdir, results)
+
+
+def _cap_per_label(label_ids: np.ndarray, cap: int, seed: int) -> np.ndarray:
+  """Item indices keeping at most ``cap`` items of each label (a seeded draw), in their order."""
+  rng = np.random.default_rng(seed)
+  keep = []
+  for label in np.unique(label_ids):
+    members = np.flatnonzero(label_ids == label)
+    keep.append(members if len(members) <= cap else rng.choice(members, cap, replace=False))
+  return np.sort(np.concatenate(keep))

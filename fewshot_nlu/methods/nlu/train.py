@@ -1,0 +1,271 @@
+"""Joint NLU (``config.method = "nlu"``; ``defaults/nlu.py`` says what each part does and why).
+
+A run reads the annotated examples (``data.annotated``), then:
+  1. intents: the examples that have an intent, written as an ``intent_table`` under ``<workdir>/data``, train
+     the intent method through ``runner.run`` into ``<workdir>/intents`` (its own workdir: checkpoints,
+     results, report, export), as ``fit`` would train it; fewer than two intents: no intent classifier;
+  2. slots: every example's words (offsets kept) and BIO tags form the slot filler's support set; the span
+     encoder learns them for the step count that ``slots.folds``-fold cross-validation on the examples chooses
+     with the threshold (``select``), then indexes them all; no entity anywhere: no slot filler;
+  3. the ``NLUModel`` of both is exported to ``<workdir>/export``; with ``data.eval`` the run scores it there
+     (intent accuracy, slot F1 on character spans, sentence accuracy: intent and every entity right) and writes
+     ``predictions.tsv``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import pathlib
+import time
+
+import jax
+import ml_collections
+import numpy as np
+
+from fewshot_nlu import config_checks, workdirs
+from fewshot_nlu.data import annotated, tsv, user_examples
+from fewshot_nlu.defaults import convfit_base
+from fewshot_nlu.defaults import nlu as nlu_defaults
+from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.evaluation.span_f1 import SpanCounts
+from fewshot_nlu.methods.nlu import span_encoder
+from fewshot_nlu.models import registry
+from fewshot_nlu.models.nlu_model import NLUModel
+from fewshot_nlu.models.slot_filler import SlotFillerModel
+from fewshot_nlu.models.span_decoding import decode_sweep, to_bio
+from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder
+from fewshot_nlu.train import span_training
+
+log = logging.getLogger(__name__)
+
+NO_THRESHOLD = 0.75  # the decoding threshold when the examples are too few to choose one (retrieval alone)
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  if not config.data.train:
+    raise config_checks.ConfigError("config.data.train: empty; give your annotated examples (a Rasa nlu.yml, a "
+                                    ".jsonl / .csv with text, intent and entities, or a seq.in folder)")
+  config_checks.require_choice(config, "intent_method", nlu_defaults.INTENT_METHODS)
+  s = config.slots
+  config_checks.require_positive(config, "slots.max_length", "slots.max_words", "slots.learning_rate",
+                                 "slots.cosine_scale", "slots.folds", "slots.beam_size")
+  config_checks.require_non_negative(config, "slots.encoder_layers", "slots.threshold_retries")
+  if not s.support_steps or any(n < 0 for n in s.support_steps):
+    raise config_checks.ConfigError(f"config.slots.support_steps: {tuple(s.support_steps)} must be step counts >= 0")
+  if not s.thresholds or any(not 0 <= t <= 1 for t in s.thresholds):
+    raise config_checks.ConfigError(f"config.slots.thresholds: {tuple(s.thresholds)} must be values in [0, 1]")
+  config_checks.require_choice(config, "slots.mode", span_training.MODES)
+  if s.frozen_layers < -1:
+    raise config_checks.ConfigError(f"config.slots.frozen_layers: {s.frozen_layers} must be -1 (none) or >= 0")
+  data = annotated.read(config.data.train)  # fails here, naming the file and line, before anything trains
+  if config.data.eval:
+    annotated.read(config.data.eval)
+  if not data.slot_labels and len(data.intents) < 2:
+    raise config_checks.ConfigError(
+        f"config.data.train: {data.source} has {len(data.intents)} intent(s) and no entities: nothing to learn "
+        "(a joint model needs 2+ intents, or annotated entities)")
+
+
+def resolve(config: ml_collections.ConfigDict, explicit: frozenset[str] | None) -> None:
+  """ConvFiT's row of §3 (epochs, negatives) by the examples per intent, as ``fit`` chooses it, unless the
+  caller set ``intents.train.epochs`` / ``intents.stage2.negatives``."""
+  if config.intent_method != "convfit":
+    return
+  data = annotated.read(config.data.train)
+  counts = {}
+  for e in data.examples:
+    if e.intent is not None:
+      counts[e.intent] = counts.get(e.intent, 0) + 1
+  if len(counts) < 2:
+    return
+  median = float(np.median(list(counts.values())))
+  _, epochs, negatives = convfit_base.SHOTS["10" if median <= 10 else "30" if median <= 30 else "full"]
+  given = explicit if explicit is not None else {"intents.train.epochs", "intents.stage2.negatives"}
+  if "intents.train.epochs" not in given:
+    config.intents.train.epochs = epochs
+  if "intents.stage2.negatives" not in given:
+    config.intents.stage2.negatives = negatives
+
+
+def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
+  data = annotated.read(config.data.train)
+  results: dict = {"method": "nlu", "num_train": len(data.examples), "intents": data.intents,
+                   "slot_labels": data.slot_labels}
+  start = time.perf_counter()
+  intents = train_intents(config, workdir, data, results)
+  results["intents_seconds"] = round(time.perf_counter() - start, 1)
+  start = time.perf_counter()
+  slots = train_slots(config, data, results)
+  results["slots_seconds"] = round(time.perf_counter() - start, 1)
+  model = NLUModel(intents, slots, synonyms=data.value_synonyms())
+  if jax.process_index() == 0:
+    with workdirs.atomic_folder(workdir / "export") as export:
+      model.save(export)
+  if config.data.eval:
+    results.update(evaluate(model, annotated.read(config.data.eval).examples, workdir))
+  return workdirs.write_results(workdir, results)
+
+
+# ---------------------------------------------------------------------------------------------- intents
+
+def train_intents(config, workdir: pathlib.Path, data: annotated.Annotated, results: dict):
+  """The intent model (``runner.run`` of ``config.intents`` in ``<workdir>/intents``), or None for fewer than two
+  intents."""
+  from fewshot_nlu import runner
+  rows = [e for e in data.examples if e.intent is not None]
+  if len(data.intents) < 2:
+    log.info("no intent classifier: the examples hold %d intent(s)", len(data.intents))
+    return None
+  table = user_examples.Examples(tuple(e.text for e in rows), tuple(e.intent for e in rows), False, data.source)
+  folder = user_examples.write_table({"train": table}, workdir / "data")
+  sub = ml_collections.ConfigDict(config.intents.to_dict())
+  sub.seed = config.seed
+  sub.data.builder, sub.data.raw_dir = "intent_table", str(folder)
+  sub.data.tfds_dir = str(workdir / "data" / "tfds")
+  sub.data.train_split = sub.data.eval_split = "train"
+  intent_dir = workdir / INTENTS_DIR
+  done = intent_dir / "results.json"
+  if done.exists() and (intent_dir / "export").is_dir():
+    log.info("intents trained already (%s): kept", intent_dir)
+    results["intent_training"] = json.loads(done.read_text())
+  else:
+    results["intent_training"] = runner.run(sub, intent_dir, explicit=())
+  return registry.load(intent_dir / "export")
+
+
+INTENTS_DIR = "intents"
+
+
+# ------------------------------------------------------------------------------------------------ slots
+
+def support_of(examples) -> list[dict]:
+  """The examples as slot-filler support utterances (words split at entity boundaries, BIO tags)."""
+  out = []
+  for e in examples:
+    _, tokens, tags = annotated.to_bio(e)
+    out.append({"tokens": tokens, "tags": tags})
+  return out
+
+
+def base_encoder(config) -> tuple[pretrained.Pretrained, str]:
+  """The span encoder to start from and what it is (``slots.encoder``: the installed general one, the untouched
+  model cut at ``slots.encoder_layers``, or a folder)."""
+  s = config.slots
+  if s.encoder == "general":
+    installed = span_encoder.installed()
+    if installed is not None:
+      return pretrained.load_pretrained(str(installed)), f"general span encoder ({installed})"
+    log.warning("no general span encoder is installed (%s): the slot filler starts from %s cut at layer %d; build "
+                "one (about 15 minutes on 2 CPU cores, from the public slot corpora in $FEWSHOT_NLU_DATA) with "
+                "`python -m fewshot_nlu.main --config=configs/span_encoder.py --workdir=runs/span_encoder`",
+                span_encoder.install_dir(), s.model, s.encoder_layers)
+  if s.encoder in ("general", ""):
+    model = pretrained.lower_layers(pretrained.load_pretrained(s.model), s.encoder_layers)
+    return model, f"{s.model} (untouched, layers 0-{s.encoder_layers - 1})"
+  return pretrained.load_pretrained(s.encoder), s.encoder
+
+
+def tuning_of(config) -> span_training.SupportTuning:
+  s = config.slots
+  return span_training.SupportTuning(steps=max(s.support_steps), learning_rate=s.learning_rate, mode=s.mode,
+                                     cosine_scale=s.cosine_scale, frozen_layers=s.frozen_layers,
+                                     max_words=s.max_words)
+
+
+def decoding_of(config) -> dict:
+  s = config.slots
+  return {"beam_size": s.beam_size, "merge_threshold": s.merge_threshold, "threshold_step": s.threshold_step,
+          "threshold_retries": s.threshold_retries}
+
+
+def train_slots(config, data: annotated.Annotated, results: dict) -> SlotFillerModel | None:
+  """The slot filler (module docstring), or None when no example holds an entity."""
+  if not data.slot_labels:
+    log.info("no slot filler: no example holds an entity")
+    return None
+  s = config.slots
+  model, source = base_encoder(config)
+  base = SpanEncoder(model.config, model.params, model.tokenizer, max_length=s.max_length,
+                     batch_size=config.eval.batch_size)
+  support = support_of(data.examples)
+  steps, threshold, selection = select(base, support, config)
+  encoder = span_training.learn_support(base, support, dataclasses.replace(tuning_of(config), steps=steps),
+                                        seed=config.seed)[0]
+  notes = {"encoder": source, "learnt": f"{s.mode}: {steps} steps on its support set" if steps else "retrieval alone",
+           "threshold": selection["how"]}
+  results["slots"] = {"encoder": source, "support_steps": steps, "threshold": threshold, **selection}
+  return SlotFillerModel(SlotRetriever(encoder, max_words=s.max_words), support, threshold=threshold,
+                         words="offsets", notes=notes, **decoding_of(config))
+
+
+def select(base: SpanEncoder, support: list[dict], config) -> tuple[int, float, dict]:
+  """(step count, threshold, a record) chosen by cross-validation on the support set: each of ``slots.folds``
+  folds of its utterances with entities is decoded from the rest (which learns for each candidate step count,
+  snapshots of one run), span counts pooled over folds, the best micro F1 wins (ties: fewer steps, the first
+  threshold). Fewer than two utterances with entities: retrieval alone at ``NO_THRESHOLD``."""
+  s = config.slots
+  labelled = [i for i, u in enumerate(support) if any(t != "O" for t in u["tags"])]
+  steps_grid = sorted(set(s.support_steps))
+  if len(labelled) < 2:
+    return 0, NO_THRESHOLD, {"how": f"{len(labelled)} utterance(s) with entities: too few to choose; "
+                                    f"retrieval alone at {NO_THRESHOLD}"}
+  # folds over every utterance (those without entities score the spans a model finds where there are none),
+  # each holding some with entities
+  rng = np.random.default_rng(config.seed)
+  others = [i for i in range(len(support)) if i not in set(labelled)]
+  count = min(s.folds, len(labelled))
+  folds = [np.concatenate(parts) for parts in zip(np.array_split(rng.permutation(labelled), count),
+                                                  np.array_split(rng.permutation(others).astype(int), count))]
+  counts = [[SpanCounts() for _ in s.thresholds] for _ in steps_grid]
+  tuning = tuning_of(config)
+  decoding = decoding_of(config)
+  for f, held in enumerate(folds):
+    held = set(int(i) for i in held)
+    train = [u for i, u in enumerate(support) if i not in held]
+    queries = [support[i] for i in sorted(held)]
+    if not any(t != "O" for u in train for t in u["tags"]):
+      continue
+    for k, encoder in enumerate(span_training.learn_support(base, train, tuning, seed=config.seed + f,
+                                                            snapshots=steps_grid)):
+      retriever = SlotRetriever(encoder, max_words=s.max_words)
+      retriever.set_support(train)
+      for q, row in zip(queries, retriever.candidates([q["tokens"] for q in queries])):
+        for t, spans in enumerate(decode_sweep([c for c, _ in row], s.thresholds, **decoding)):
+          counts[k][t].add(q["tags"], to_bio(spans, len(q["tokens"])))
+  f1 = np.array([[c.f1 for c in row] for row in counts])
+  k, t = np.unravel_index(int(np.argmax(f1)), f1.shape)
+  return steps_grid[k], float(s.thresholds[t]), {
+      "how": f"{count}-fold cross-validation on the {len(support)} training utterances ({len(labelled)} with entities)",
+      "cv_f1_by_steps": {str(n): round(float(row.max()), 2) for n, row in zip(steps_grid, f1)}}
+
+
+# -------------------------------------------------------------------------------------------- evaluation
+
+def evaluate(model: NLUModel, examples, workdir: pathlib.Path) -> dict:
+  """Intent accuracy (without rejection), slot F1 over character spans (an entity is right when its label,
+  start and end are), and sentence accuracy (the intent and every entity right) on held-out ``examples``."""
+  parses = model.predict([e.text for e in examples], reject=False)
+  counts, intent_right, sentence_right, rows = SpanCounts(), 0, 0, []
+  for e, p in zip(examples, parses):
+    gold = {(x.label, x.start, x.end) for x in e.entities}
+    predicted = {(x["entity"] + (f"{annotated.ROLE_SEPARATOR}{x['role']}" if "role" in x else ""), x["start"],
+                  x["end"]) for x in p.entities}
+    counts.add_spans(gold, predicted)
+    intent_ok = e.intent is None or p.intent == e.intent
+    intent_right += e.intent is not None and intent_ok
+    sentence_right += intent_ok and gold == predicted
+    rows.append((e.text, e.intent or "", p.intent or "", _spans(e.text, gold), _spans(e.text, predicted)))
+  if jax.process_index() == 0:
+    tsv.write_tsv(workdir / "predictions.tsv", ("text", "gold_intent", "intent", "gold_entities", "entities"), rows)
+  n = len(examples)
+  with_intent = sum(e.intent is not None for e in examples)
+  return {"num_eval": n, "intent_accuracy": intent_right / with_intent if with_intent else None,
+          "slot_f1": counts.f1 / 100,
+          "slot_precision": counts.precision / 100, "slot_recall": counts.recall / 100,
+          "sentence_accuracy": sentence_right / n, "accuracy": sentence_right / n}
+
+
+def _spans(text: str, spans: set) -> str:
+  return " | ".join(f"{label}={text[a:b]!r}" for label, a, b in sorted(spans, key=lambda s: s[1]))
