@@ -152,21 +152,28 @@ def setfit_worker(pool: str, test: str, seed: int, sampling: str) -> dict:
           "version": f"setfit {setfit.__version__}, torch {torch.__version__}"}
 
 
-def run_setfit(st_python: str, dataset: str, shots: str, seed: int, sampling: str, data_dir: str,
-               root: pathlib.Path) -> dict:
-  pool, test, _ = pool_and_test(dataset, shots, seed, data_dir, root)
+def setfit_in_venv(st_python: str, pool: tuple, test: tuple, seed: int, sampling: str) -> dict:
+  """``setfit_worker``'s result (with ``predicted``) for ``pool`` and ``test`` (each (texts, labels)), run by
+  ``st_python`` (the torch venv); ``wall_seconds`` is the whole worker process."""
   with tempfile.TemporaryDirectory() as tmp:
     files = {}
-    for name, s in (("pool", pool), ("test", test)):
+    for name, (texts, labels) in (("pool", pool), ("test", test)):
       files[name] = pathlib.Path(tmp) / f"{name}.tsv"
-      files[name].write_text("".join(f"{t}\t{l}\n" for t, l in zip(s.texts, s.labels)), encoding="utf-8")
+      files[name].write_text("".join(f"{t}\t{l}\n" for t, l in zip(texts, labels)), encoding="utf-8")
     cmd = [st_python, __file__, "--worker", "--pool", str(files["pool"]), "--test", str(files["test"]),
            "--seed", str(seed), "--setfit-sampling", sampling]
     start = time.perf_counter()
     out = subprocess.run(cmd, check=True, capture_output=True, text=True,
                          env=dict(os.environ, TOKENIZERS_PARALLELISM="false")).stdout
     wall = time.perf_counter() - start
-  result = json.loads(out.strip().splitlines()[-1])
+  return {**json.loads(out.strip().splitlines()[-1]), "wall_seconds": round(wall, 1)}
+
+
+def run_setfit(st_python: str, dataset: str, shots: str, seed: int, sampling: str, data_dir: str,
+               root: pathlib.Path) -> dict:
+  pool, test, _ = pool_and_test(dataset, shots, seed, data_dir, root)
+  result = setfit_in_venv(st_python, (pool.texts, pool.labels), (test.texts, test.labels), seed, sampling)
+  wall = result.pop("wall_seconds")
   predicted = result.pop("predicted")
   if shots == SKEWED:
     result["correct_by_train_count"] = correct_by_train_count(pool.labels, test.labels, predicted)

@@ -1,4 +1,4 @@
-"""Default job: in-batch ranking fine-tuning of the shipped MiniLM on BANKING77 10-shot, 1-NN evaluation.
+"""Default job: ConvFiT (the shipped config, as ``fewshot_nlu.fit`` trains it) on BANKING77 10-shot.
 
   python -m fewshot_nlu.main --config=configs/default.py --workdir=runs/default
 

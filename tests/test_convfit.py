@@ -2,6 +2,7 @@
 and MLP heads against numpy, the intent model (k-NN vote, explanations, pool augmentation, save/load), and
 Stage 2 / Stage 1 end to end on a tiny model through the entry point and the predict CLI."""
 
+import collections
 import json
 import math
 
@@ -282,10 +283,10 @@ def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, vari
   config = _stage2_config(toy_intents, tiny_bert_dir, **overrides)
   results = main.run(config, tmp_path / "run")
   assert results["variant"] == variant
-  kind = results["classifier"]  # the default, "auto", without a development split takes its first candidate
-  if config.classifier.kind == "auto":
-    assert kind == "linear" and results["classifier_selection"] == {"split": "", "chosen": "linear"}
-    assert "4 of 4 intents have 1-3 examples" in caplog.text  # the toy pool is all long tail: a hint
+  kind = results["classifier"]  # the default, "auto", without a development split: the toy pool is balanced,
+  if config.classifier.kind == "auto":  # so its first candidate
+    assert kind == "linear" and results["classifier_selection"]["split"] == ""
+    assert results["classifier_selection"]["chosen"] == "linear"
   rows = [r.split("\t") for r in (tmp_path / "run" / "predictions.tsv").read_text().splitlines()[1:]]
   assert results["accuracy"] == sum(r[1] == r[2] for r in rows) / len(rows)
   if kind == "knn" and not config.eval.extra_pool_splits:
@@ -430,3 +431,11 @@ def test_stage1_end_to_end_plain_and_gradient_cached_agree(tmp_path):
   _, cached_loss, cached = _stage1_run(tmp_path, tiny_bert_dir, 2)
   np.testing.assert_allclose(cached_loss, loss, rtol=1e-5, atol=1e-6)
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5), cached.params, plain.params)
+
+
+def test_decision_rule_without_development_split_follows_the_pools_skew():
+  rule = convfit.no_development_rule
+  assert rule(["linear", "prototype"], collections.Counter({"a": 5, "b": 5, "c": 4}))[0] == "linear"
+  assert rule(["linear", "prototype"], collections.Counter({"a": 10, "b": 10, "c": 3}))[0] == "prototype"
+  assert rule(["linear", "prototype"], collections.Counter({"a": 10, "b": 10, "c": 4}))[0] == "linear"
+  assert rule(["linear", "knn"], collections.Counter({"a": 10, "b": 1}))[0] == "linear"  # no prototype to pick

@@ -181,13 +181,22 @@ def test_baseline_trains_with_packed_batches(tmp_path, tiny_bert_dir):
   assert results["steps"] == 2 and results["num_eval"] == 2
 
 
-def test_the_default_job_is_shipped_convfit_with_a_frozen_prefix_of_two_layers():
-  """configs/default.py (the README's first command) is ConvFiT's BANKING77 10-shot config with the embeddings and
-  2 layers frozen, nothing else changed (what its docstring and the README's timing claim)."""
+def test_one_convfit_default_everywhere():
+  """configs/default.py (the README's first command) is ConvFiT's shipped BANKING77 10-shot config, and
+  ``fit(..., method="convfit")`` trains the same model on 10-shot examples: every training, Stage 2 and model
+  field equal (the two differ only in where the data comes from and in the development split ``fit`` has not)."""
   from configs import convfit_banking77, default
+  from fewshot_nlu import api
+  from fewshot_nlu.data.user_examples import Examples
   ours, shipped = _flat(default.get_config().to_dict()), _flat(convfit_banking77.get_config("10").to_dict())
-  assert {k for k in ours.keys() | shipped.keys() if ours.get(k) != shipped.get(k)} == {"train.frozen_prefix_layers"}
-  assert ours["train.frozen_prefix_layers"] == 2 and ours["method"] == "convfit"
+  assert ours == shipped and ours["train.frozen_prefix_layers"] == -1 and ours["method"] == "convfit"
+  texts = [f"utterance {i}" for i in range(30)]
+  fitted = _flat(api.default_config("convfit", Examples(tuple(texts), tuple(f"intent{i % 3}" for i in range(30)),
+                                                        False, "test")).to_dict())
+  training = ("train.", "stage2.", "model.", "classifier.kind", "classifier.candidates", "classifier.space",
+              "classifier.linear")
+  differ = {k for k in ours.keys() | fitted.keys() if k.startswith(training) and ours.get(k) != fitted.get(k)}
+  assert not differ, differ
 
 
 def test_a_frozen_prefix_as_deep_as_the_encoder_is_a_config_error(tmp_path, tiny_bert_dir, toy_intents):  # noqa: F811

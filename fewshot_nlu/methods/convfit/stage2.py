@@ -147,7 +147,7 @@ def intents_per_batch(intents: int, batch_size: int, k: int) -> int:
 def resolve(config: ml_collections.ConfigDict, explicit: frozenset[str] | None) -> None:
   """Fits the shipped config to the data where the caller did not set a field (``explicit``; None: the caller
   set every field): split names
-  (``splits.resolve_splits``; without a development split the decision rule is logistic regression and the
+  (``splits.resolve_splits``; without a development split the decision rule is ``no_development_rule``'s and the
   out-of-scope threshold is calibrated on the training examples), and the batch geometry of fast sampling
   (``stage2.intents_per_batch`` = 0 -> P from the data, recorded in the run's config). One warning line says
   what the run does without the splits it expected (the geometry is logged as information); a config the data
@@ -155,8 +155,8 @@ def resolve(config: ml_collections.ConfigDict, explicit: frozenset[str] | None) 
   development = {"eval.calibration_split": "out-of-scope rejection is calibrated on the training examples, "
                                            "leave-one-out"}
   if config.classifier.kind == AUTO:
-    development["classifier.select_split"] = (f"the decision rule is {config.classifier.candidates[0]}, the first "
-                                              "of classifier.candidates")
+    development["classifier.select_split"] = ("the decision rule is class prototypes on a skewed pool, else "
+                                              f"{config.classifier.candidates[0]}")
   changes = splits.resolve_splits(config, explicit, development)
   if changes:
     log.warning("fitted to the data: %s", "; ".join(changes))
@@ -300,6 +300,20 @@ def _pool(config, train_split: IntentSplit) -> IntentSplit:
   return IntentSplit(texts, labels, f"{train_split.source} + {'+'.join(config.eval.extra_pool_splits)}")
 
 
+SKEW = 3  # a pool is skewed when its best-covered intent has at least this many times the examples of its least
+
+
+def no_development_rule(candidates: list[str], counts: collections.Counter) -> tuple[str, str]:
+  """The decision rule of ``classifier.kind=auto`` without a development split, and why: class prototypes on a
+  skewed pool (the most examples of an intent >= ``SKEW`` x the fewest: long-tail pools, small bots), where they
+  beat logistic regression on the development splits (bench/results/decision_rules.md, peers.md,
+  small_bots_notes.md), else the first candidate."""
+  most, fewest = max(counts.values()), min(counts.values())
+  if "prototype" in candidates and most >= SKEW * fewest:
+    return "prototype", f"a skewed pool: {fewest} to {most} examples per intent"
+  return candidates[0], f"the first of classifier.candidates ({fewest} to {most} examples per intent)"
+
+
 def _select_classifier(config, encoder: SentenceEncoder, pool: IntentSplit, labels: list[str]) -> tuple[str, dict]:
   """``classifier.kind=auto``: the candidate (``classifier.candidates``) most accurate on the development split
   ``classifier.select_split`` (never the test set; ties: the one listed first), each fitted on the pool; without
@@ -307,15 +321,9 @@ def _select_classifier(config, encoder: SentenceEncoder, pool: IntentSplit, labe
   ``classifier_selection``)."""
   candidates, split = list(config.classifier.candidates), config.classifier.select_split
   if not split:
-    log.info("classifier.kind=auto without classifier.select_split: %s, the first candidate", candidates[0])
-    counts = collections.Counter(pool.labels)
-    rare = sum(n <= 3 for n in counts.values())
-    if candidates[0] != "prototype" and rare * 5 >= len(counts):  # a long-tail pool (bench/peers.py's: 3 in 5)
-      log.warning("%d of %d intents have 1-3 examples: on such long-tail pools class prototypes beat logistic "
-                  "regression (bench/results/decision_rules.md); give a development split "
-                  "(--config.classifier.select_split=<split>) or choose --config.classifier.kind=prototype",
-                  rare, len(counts))
-    return candidates[0], {"split": "", "chosen": candidates[0]}
+    chosen, reason = no_development_rule(candidates, collections.Counter(pool.labels))
+    log.info("classifier.kind=auto without classifier.select_split: %s (%s)", chosen, reason)
+    return chosen, {"split": "", "chosen": chosen, "reason": reason}
   held_out = splits.read_split(config, split)
   vectors = encoder.encode(held_out.texts, show_progress=True)
   accuracy, index = {}, None
