@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fewshot_nlu.data import batching
+
 METRICS = ("cosine", "dot")
 BACKENDS = ("auto", "exact", "scann")
 _QUERY_CHUNK = 256
@@ -134,7 +136,7 @@ class Index:
     scores, ids = [], []
     for start in range(0, len(queries), _QUERY_CHUNK):
       chunk = queries[start : start + _QUERY_CHUNK]
-      padded = np.zeros((_QUERY_CHUNK, self.dim), np.float32)
+      padded = np.zeros((batching.row_bucket(len(chunk), _QUERY_CHUNK), self.dim), np.float32)
       padded[: len(chunk)] = chunk
       s, i = _exact_top_k(jnp.asarray(padded), self._store, len(self), k)
       scores.append(np.asarray(s)[: len(chunk)])

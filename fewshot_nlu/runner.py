@@ -15,16 +15,22 @@ from typing import Collection
 
 def setup_jax(config) -> None:
   """Process-level JAX settings from the config; must run before the first computation."""
-  import jax
   if config.get("compilation_cache_dir"):
-    jax.config.update("jax_compilation_cache_dir", os.path.expanduser(config.compilation_cache_dir))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    enable_compilation_cache(config.compilation_cache_dir)
   if config.distributed.enabled:
     from fewshot_nlu import sharding
     sharding.initialize_distributed(config.distributed.coordinator_address or None,
                                     config.distributed.num_processes or None,
                                     config.distributed.process_id if config.distributed.process_id >= 0
                                     else None)
+
+
+def enable_compilation_cache(directory: str) -> None:
+  """JAX's persistent compilation cache in ``directory``: programs that took 0.5 s or more to compile load from
+  there in later processes."""
+  import jax
+  jax.config.update("jax_compilation_cache_dir", os.path.expanduser(directory))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 def resolve_pooling(config) -> None:

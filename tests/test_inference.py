@@ -38,12 +38,19 @@ def test_fixed_outputs_in_input_order_and_bucketed_batches():
   for i, n in enumerate(LENGTHS):
     np.testing.assert_array_equal(matrices[i, :n], i + 1)
     np.testing.assert_array_equal(matrices[i, n:], 0)
-  # Longest first, ties in input order; every batch [batch_size, bucket of its longest row].
+  # Longest first, ties in input order; every batch [batch_size, bucket of its longest row], the last one's rows
+  # padded only to the next power of two (2 rows: 2, not 4).
   assert [rows for _, _, rows, _ in fn.calls] == [[1, 8, 6, 3], [4, 5, 9, 0], [7, 2]]
-  assert [shape for shape, _, _, _ in fn.calls] == [(4, 16), (4, 8), (4, 4)]
+  assert [shape for shape, _, _, _ in fn.calls] == [(4, 16), (4, 8), (2, 4)]
   for shape, mask_shape, rows, lengths in fn.calls:
     assert mask_shape == shape and shape[1] == batching.bucket_for(max(LENGTHS[r] for r in rows), BUCKETS)
-    np.testing.assert_array_equal(lengths, [LENGTHS[r] for r in rows] + [0] * (4 - len(rows)))
+    np.testing.assert_array_equal(lengths, [LENGTHS[r] for r in rows] + [0] * (shape[0] - len(rows)))
+
+
+@pytest.mark.parametrize("rows,batch_size,padded", [(1, 32, 1), (2, 32, 2), (3, 32, 4), (5, 32, 8), (17, 32, 32),
+                                                    (32, 32, 32), (7, 6, 6), (0, 8, 1)])
+def test_a_short_batch_pads_its_rows_to_the_next_power_of_two(rows, batch_size, padded):
+  assert batching.row_bucket(rows, batch_size) == padded
 
 
 def test_fixed_outputs_cut_to_the_shared_width():
@@ -61,7 +68,7 @@ def test_ragged_outputs_sliced_per_row():
   fn = FakeFn()
   rows = inference.encode_bucketed(TOKEN_IDS, fn, pad_id=PAD, buckets=BUCKETS, batch_size=3,
                                    row_sizes=LENGTHS)
-  assert len(rows) == len(LENGTHS) and all(shape[0] == 3 for shape, _, _, _ in fn.calls)
+  assert len(rows) == len(LENGTHS) and [shape[0] for shape, _, _, _ in fn.calls] == [3, 3, 3, 1]  # 10 = 3+3+3+1
   for i, (vector, matrix) in enumerate(rows):
     np.testing.assert_array_equal(vector, [i + 1, 2 * (i + 1)][: LENGTHS[i]])
     assert matrix.shape == (LENGTHS[i], 3)

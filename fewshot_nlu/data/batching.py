@@ -23,6 +23,12 @@ def length_buckets(max_length: int, buckets: Sequence[int] = TRAIN_BUCKETS) -> t
   return tuple(b for b in buckets if b < max_length) + (max_length,)
 
 
+def row_bucket(rows: int, batch_size: int) -> int:
+  """The padded batch dimension for ``rows`` real rows: the smallest power of two that holds them, at most
+  ``batch_size`` (a short batch runs at its own size, from a bounded set of compiled shapes)."""
+  return min(batch_size, 1 << max(rows - 1, 0).bit_length())
+
+
 def bucket_for(length: int, buckets: Sequence[int]) -> int:
   """The smallest bucket that holds ``length`` tokens."""
   for b in buckets:

@@ -13,11 +13,16 @@ import os
 import ml_collections
 
 
+def compilation_cache_dir() -> str:
+  """Where compiled programs persist across processes: ``$FEWSHOT_NLU_JAX_CACHE``, else ~/.cache/fewshot_nlu/jax."""
+  return os.environ.get("FEWSHOT_NLU_JAX_CACHE", "~/.cache/fewshot_nlu/jax")
+
+
 def base(method: str) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.method = method
   config.seed = 0
-  config.compilation_cache_dir = os.environ.get("FEWSHOT_NLU_JAX_CACHE", "~/.cache/fewshot_nlu/jax")
+  config.compilation_cache_dir = compilation_cache_dir()
 
   config.model = ml_collections.ConfigDict()
   config.model.name = "minilm-l6"  # a directory, a packaged model name, or a Hugging Face hub id

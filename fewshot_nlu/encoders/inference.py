@@ -6,8 +6,9 @@ and ``QAIDModel.represent`` (token matrices for late interaction) share:
   1. the sequences are sorted by token count, longest first (stable, so ties keep their input order), and cut
      into batches of ``batch_size``: a batch then holds sequences of similar length;
   2. each batch is padded to the smallest of ``buckets`` that holds its longest sequence, and its batch
-     dimension to ``batch_size`` (``batching.pad_to_bucket``): the function only ever sees
-     [batch_size, bucket] inputs, so at most ``len(buckets)`` programs compile;
+     dimension to ``batching.row_bucket``: ``batch_size``, or for a last batch of fewer rows the smallest power
+     of two that holds them: one utterance runs as one row, not as ``batch_size`` rows of padding (a chatbot's
+     latency), and at most ``len(buckets) x (log2(batch_size) + 1)`` programs compile;
   3. the function runs on each padded batch and its outputs come back to the host at once;
   4. the real rows of each output (padding rows dropped) are written back in the original input order.
 
@@ -29,9 +30,9 @@ import numpy as np
 from fewshot_nlu import console
 from fewshot_nlu.data import batching
 
-# fn(batch, rows): ``batch`` is ``pad_to_bucket``'s {"input_ids", "attention_mask"} of [batch_size, bucket];
+# fn(batch, rows): ``batch`` is ``pad_to_bucket``'s {"input_ids", "attention_mask"} of [row_bucket, bucket];
 # ``rows`` are the input indices of its real rows (the first ``len(rows)``); returns an array or a tuple of
-# arrays, each [batch_size, ...].
+# arrays, each [rows padded, ...].
 BatchFn = Callable[[dict[str, np.ndarray], np.ndarray], Any]
 
 
@@ -43,10 +44,10 @@ def encode_bucketed(token_ids: Sequence[Sequence[int]], fn: BatchFn, *, pad_id: 
   Args:
     token_ids: one token id list per input, each at most ``buckets[-1]`` long.
     fn: the per-batch function, usually jitted: ``fn(batch, rows)`` -> an array or a tuple of arrays, each
-      [batch_size, ...] (rows past ``len(rows)`` are padding and dropped).
+      [rows padded, ...] (rows past ``len(rows)`` are padding and dropped).
     pad_id: the padding token id.
     buckets: the padded lengths in use, ascending (``batching.length_buckets``).
-    batch_size: rows per call of ``fn``, padding included.
+    batch_size: rows per call of ``fn`` (padding included; a last, smaller batch pads to ``batching.row_bucket``).
     out: fixed outputs: the per-row ``jax.ShapeDtypeStruct`` (or a tuple of them, as ``fn`` returns).
     row_sizes: ragged outputs instead: per input, how many entries of the first per-row axis it keeps.
     show_progress: a tqdm bar over the batches.
@@ -68,7 +69,8 @@ def encode_bucketed(token_ids: Sequence[Sequence[int]], fn: BatchFn, *, pad_id: 
     results = [None] * len(token_ids)
   for start in console.bar(range(0, len(order), batch_size), desc=desc, unit="batch", disable=not show_progress):
     rows = order[start : start + batch_size]
-    batch = batching.pad_to_bucket([token_ids[i] for i in rows], buckets, pad_id, batch_size)
+    batch = batching.pad_to_bucket([token_ids[i] for i in rows], buckets, pad_id,
+                                    batching.row_bucket(len(rows), batch_size))
     # Synchronous on purpose: with 2 CPU cores, letting the host run ahead (async dispatch) competes with
     # XLA's compute threads and measured ~10% slower in bench/encode.py.
     outputs = jax.tree.map(np.asarray, fn(batch, rows))

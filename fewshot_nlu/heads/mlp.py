@@ -16,6 +16,7 @@ epochs on a few thousand encodings take seconds.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import pathlib
 
@@ -161,11 +162,13 @@ def train(features: np.ndarray, targets: np.ndarray, config: MLPConfig = MLPConf
 
 
 def predict_proba(layers: list[dict], features: np.ndarray, multilabel: bool = False) -> np.ndarray:
-  out = _logits_jit(layers, jnp.asarray(features, jnp.float32))
-  return np.asarray(jax.nn.sigmoid(out) if multilabel else jax.nn.softmax(out, axis=-1))
+  return np.asarray(_proba_jit(layers, jnp.asarray(features, jnp.float32), multilabel=multilabel))
 
 
-_logits_jit = jax.jit(logits)
+@functools.partial(jax.jit, static_argnames=("multilabel",))
+def _proba_jit(layers, features, multilabel):
+  out = logits(layers, features)  # one program: a single utterance pays one dispatch, not one per op
+  return jax.nn.sigmoid(out) if multilabel else jax.nn.softmax(out, axis=-1)
 
 
 def save(directory: str | pathlib.Path, layers: list[dict]) -> None:

