@@ -157,3 +157,65 @@ def test_with_minilm_parse_finds_the_exact_offsets_and_values(nlu_yml, tmp_path)
   assert greeting["intent"]["name"] == "greet" and greeting["entities"] == []
   assert np.isfinite(greeting["intent"]["confidence"])
   assert json.loads(json.dumps(answer)) == answer  # plain JSON
+
+
+def test_readme_joint_nlu_example_runs(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+  """README's joint NLU block as written (the tiny random model and a step or two of training added to its
+  ``fit`` call): every call works, and the new intent and slot type survive ``save``."""
+  from fewshot_nlu import api
+  readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+  section = readme[readme.index("### Joint NLU"):]
+  start = section.index("```python\n") + len("```python\n")
+  block = section[start:section.index("```\n", start)]
+  (tmp_path / "data").mkdir()
+  (tmp_path / "data" / "nlu.yml").write_text(NLU_YML)
+  real_fit = api.fit
+  monkeypatch.setattr(api, "fit", lambda *args, **kwargs: real_fit(*args, **kwargs, **tiny(tiny_bert_dir)))
+  monkeypatch.chdir(tmp_path)
+  namespace: dict = {}
+  exec(compile(block, "README.md", "exec"), namespace)
+  loaded = fn.load(tmp_path / "my_bot")
+  assert "cancel" in loaded.labels and "order_id" in loaded.slot_labels
+
+
+def test_readme_is_a_guide_and_its_links_resolve():
+  """README stays a user's guide (at most 300 lines; the rest is in docs/), and every docs/ link in it or in
+  docs/ points at a file that exists."""
+  import re
+  root = pathlib.Path(__file__).resolve().parents[1]
+  readme = (root / "README.md").read_text()
+  assert readme.count("\n") <= 300
+  for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+    for target in re.findall(r"\]\(((?:\.\./)*docs/[^)#]+|[^):#]+\.md)\)", page.read_text()):
+      assert (page.parent / target).resolve().exists() or (root / target).exists(), (page, target)
+
+
+def test_the_general_span_encoder_trains_installs_and_is_what_fit_starts_from(tiny_bert_dir, tmp_path, caplog):
+  """configs/span_encoder.py end to end on a hand-made MixATIS-shaped corpus and the tiny model: it trains on
+  the corpora it is given (never the excluded ones), exports with its record, installs where fit looks, and a
+  joint fit then starts its slot filler from it (no "no general span encoder" line)."""
+  from fewshot_nlu import main
+  from fewshot_nlu.defaults import span_encoder
+  from fewshot_nlu.methods.nlu import span_encoder as span_encoder_method
+  train = tmp_path / "data" / "MixATIS_clean" / "train"
+  train.mkdir(parents=True)
+  rows = [("book a flight to boston", "O O O O B-city", "book"), ("fly from denver to miami tomorrow",
+          "O O B-city O B-city B-date", "book"), ("what is the fare to dallas", "O O O O O B-city", "fare"),
+          ("cheapest fare on monday", "O O O B-date", "fare")]
+  for name, column in (("seq.in", 0), ("seq.out", 1), ("label", 2)):
+    (train / name).write_text("".join(r[column] + "\n" for r in rows))
+  config = span_encoder.get_config()
+  config.data.dir, config.data.sources = str(tmp_path / "data"), ("mixatis",)
+  config.model.name, config.model.max_length, config.compilation_cache_dir = str(tiny_bert_dir), 16, ""
+  config.retriever.encoder_layers, config.retriever.labels_per_batch = 2, 2
+  config.train.max_steps, config.mesh.data = 2, 1
+  results = main.run(config, tmp_path / "run")
+  assert results["corpora"] == {"mixatis": 4} and results["labels"] == 2 and results["steps"] == 2
+  installed = span_encoder_method.installed()
+  assert installed is not None and (installed / span_encoder_method.MARKER).is_file()
+  model = fn.fit([{"text": "a flight to boston", "intent": None, "entities": [{"start": 12, "end": 18,
+                                                                               "entity": "city"}]}],
+                 method="nlu", workdir=tmp_path / "nlu", slots={"support_steps": (0,), "folds": 2},
+                 compilation_cache_dir="")
+  assert f"general span encoder ({installed})" == model.results["slots"]["encoder"]
+  assert "no general span encoder" not in caplog.text

@@ -11,7 +11,7 @@ to the splits it finds, with one warning):
 ConvFiT's shipped BANKING77 10-shot config, exactly ``configs/convfit_banking77.py`` (hyper-parameters and their
 deviations from the paper in ``fewshot_nlu/defaults/convfit_base.py``) and exactly what ``fewshot_nlu.fit(...,
 method="convfit")`` trains on the same examples: one ConvFiT default everywhere. Measured (3 seeds each, alone on
-this 2-core CPU; README "Default job", bench/results/peers.md): 86.65 +- 0.15 test accuracy in 2.2 min of fit.
+this 2-core CPU; docs/results.md "Default job", bench/results/peers.md): 86.65 +- 0.15 test accuracy in 2.2 min of fit.
 The faster alternative ``--config.train.frozen_prefix_layers=2`` (embeddings + 2 layers frozen, their outputs
 computed once) gives 86.63 +- 0.23 in 1.7 min on BANKING77 but costs 1-2 points on small pools
 (bench/results/small_bots_notes.md), so it is not the default. The in-batch ranking baseline that was the default

@@ -26,6 +26,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.max_length = 64
   config.train.learning_rate = 1e-4
   config.train.max_steps = 1500
+  config.train.epochs = 1000  # an upper bound only: the schedule is max_steps (a label's spans repeat, drawn anew)
   config.train.warmup_fraction = 0.1
   config.train.save_every = 100
   config.train.frozen_prefix_layers = 1

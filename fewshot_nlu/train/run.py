@@ -43,8 +43,17 @@ def validate_training(config: ml_collections.ConfigDict) -> None:
                                       f"must be a positive number, got {rate!r}")
   config_checks.require_fraction(config, "train.warmup_fraction")
   config_checks.require_choice(config, "train.decay", optimizer.DECAYS)
-  config_checks.require_choice(config, "model.pooling", tuple(pooling.POOLERS))
+  if "pooling" in config.model:  # span vectors (the span encoder) pool no sentence
+    config_checks.require_choice(config, "model.pooling", tuple(pooling.POOLERS))
   config_checks.require_choice(config, "model.dtype", tuple(DTYPES))
+
+
+def _description(config) -> str:
+  """The progress bar's label: the method and what it trains on (a builder's split, or corpora)."""
+  data = config.data
+  if "builder" in data:
+    return f"{config.method} {data.builder}/{data.train_split}"
+  return f"{config.method} {'+'.join(s for s in data.get('sources', ()) if s not in data.get('exclude', ()))}"
 
 
 def validate_frozen_prefix(config: ml_collections.ConfigDict) -> None:
@@ -121,7 +130,7 @@ def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any,
   try:
     state = loop.train(training=training, stream=stream, total_steps=total_steps, mesh=mesh,
                        checkpointer=checkpointer, writer=writer, log_every=config.train.log_every,
-                       description=f"{config.method} {config.data.builder}/{config.data.train_split}",
+                       description=_description(config),
                        callback=callback, callback_every=callback_every,
                        divergence_hint=f"lower config.train.learning_rate (now {config.train.learning_rate:g})")
   finally:

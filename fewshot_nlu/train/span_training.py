@@ -117,7 +117,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   config_checks.require_positive(config, "retriever.per_label_batch")
   selection.validate(config)
   config_checks.require_non_negative(config, "retriever.cosine_scale", "retriever.negative_spans")
-  if r.train and not config.train.get("max_steps", 0) and config.train.epochs <= 0:
+  if r.get("train", True) and not config.train.get("max_steps", 0) and config.train.epochs <= 0:
     raise config_checks.ConfigError("config.train.epochs: must be > 0")
 
 
