@@ -39,11 +39,12 @@ def test_fixed_outputs_in_input_order_and_bucketed_batches():
     np.testing.assert_array_equal(matrices[i, :n], i + 1)
     np.testing.assert_array_equal(matrices[i, n:], 0)
   # Longest first, ties in input order; every batch [batch_size, bucket of its longest row], the last one's rows
-  # padded only to the next power of two (2 rows: 2, not 4).
+  # padded only to the next power of two (2 rows: 2, not 4) and its length to a coarse bucket (8, not 4).
   assert [rows for _, _, rows, _ in fn.calls] == [[1, 8, 6, 3], [4, 5, 9, 0], [7, 2]]
-  assert [shape for shape, _, _, _ in fn.calls] == [(4, 16), (4, 8), (2, 4)]
+  assert [shape for shape, _, _, _ in fn.calls] == [(4, 16), (4, 8), (2, 8)]
   for shape, mask_shape, rows, lengths in fn.calls:
-    assert mask_shape == shape and shape[1] == batching.bucket_for(max(LENGTHS[r] for r in rows), BUCKETS)
+    buckets = BUCKETS if shape[0] in (1, 4) else batching.coarse_buckets(BUCKETS)
+    assert mask_shape == shape and shape[1] == batching.bucket_for(max(LENGTHS[r] for r in rows), buckets)
     np.testing.assert_array_equal(lengths, [LENGTHS[r] for r in rows] + [0] * (shape[0] - len(rows)))
 
 
@@ -51,6 +52,11 @@ def test_fixed_outputs_in_input_order_and_bucketed_batches():
                                                     (32, 32, 32), (7, 6, 6), (0, 8, 1)])
 def test_a_short_batch_pads_its_rows_to_the_next_power_of_two(rows, batch_size, padded):
   assert batching.row_bucket(rows, batch_size) == padded
+
+
+def test_coarse_buckets_keep_the_multiples_of_eight_and_the_last():
+  assert batching.coarse_buckets((8, 10, 12, 14, 16, 18, 24, 32, 40, 48)) == (8, 16, 24, 32, 40, 48)
+  assert batching.coarse_buckets((4, 8, 16, 20)) == (8, 16, 20)
 
 
 def test_fixed_outputs_cut_to_the_shared_width():

@@ -124,7 +124,7 @@ def test_slots_only_and_intents_only_data(tiny_bert_dir, tmp_path):
 def test_the_server_answers_model_parse_and_takes_annotated_examples(nlu_yml, tiny_bert_dir, tmp_path):
   from tests.test_serve import Server
   model = fn.fit(nlu_yml, method="nlu", workdir=tmp_path / "run", **tiny(tiny_bert_dir))
-  server = Server(["fewshot_nlu.serve"], model.workdir / "export", tmp_path / "serve.log")
+  server = Server(["fewshot_nlu.serve"], model.workdir / "export", tmp_path / "serve.log", "--no-warmup")
   try:
     answer = server.client.post("/model/parse", json={"text": "hello there!", "message_id": "m1"})
     assert answer.status_code == 200, answer.text
@@ -147,7 +147,8 @@ def test_the_server_answers_model_parse_and_takes_annotated_examples(nlu_yml, ti
 
 @pytest.mark.integration
 def test_with_minilm_parse_finds_the_exact_offsets_and_values(nlu_yml, tmp_path):
-  model = fn.fit(nlu_yml, method="nlu", workdir=tmp_path / "run", intents={"compilation_cache_dir": ""})
+  model = fn.fit(nlu_yml, method="nlu", workdir=tmp_path / "run",  # 30 steps: the intents are easy, CI is short
+                 intents={"compilation_cache_dir": "", "train": {"max_steps": 30}})
   text = "can I get a medium veggie?"
   [answer] = model.parse([text])
   assert answer["intent"]["name"] == "order_pizza"

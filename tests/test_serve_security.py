@@ -96,7 +96,7 @@ def test_a_second_persisting_server_on_one_export_exits_naming_the_holder(guarde
 
 
 def test_a_read_only_server_shares_the_export_and_takes_no_examples(guarded, export):
-  reader = Server(["fewshot_nlu.serve"], export, export.parent / "reader.log", "--read-only")
+  reader = Server(["fewshot_nlu.serve"], export, export.parent / "reader.log", "--read-only", "--no-warmup")
   try:
     assert reader.client.post("/predict", json={"texts": [TEXTS[1]]}).json()["predictions"][0]["labels"] == \
         ["weather"]
@@ -104,7 +104,7 @@ def test_a_read_only_server_shares_the_export_and_takes_no_examples(guarded, exp
     assert refused.status_code == 403 and "read-only" in refused.json()["error"]
   finally:
     reader.stop()
-  writer = Server(["fewshot_nlu.serve"], export, export.parent / "writer.log")  # no --persist: shares the export
+  writer = Server(["fewshot_nlu.serve"], export, export.parent / "writer.log", "--no-warmup")  # no --persist: shares the export
   try:
     live = writer.client.post("/examples", json={"texts": ["hi there"], "labels": ["greeting"]})
     assert live.status_code == 200 and live.json()["persisted"] is False

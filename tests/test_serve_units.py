@@ -99,6 +99,7 @@ def test_stopping_fails_what_is_queued_and_refuses_new_requests():
   async def scenario():
     model = FakeModel()
     worker = await _started(model, batch_wait_s=0.5)
+    worker._had_company = True  # under load: the next request waits for company
     first = asyncio.create_task(worker.predict(["a"]))
     await asyncio.sleep(0.05)  # the consumer took it and waits for company
     queued = asyncio.create_task(worker.predict(["b"]))
@@ -110,6 +111,21 @@ def test_stopping_fails_what_is_queued_and_refuses_new_requests():
 
   first, queued = run(scenario())
   assert isinstance(first, Stopped) and isinstance(queued, Stopped)
+
+
+def test_a_lone_request_does_not_wait_for_company_that_is_not_coming():
+  """The batching window opens only under concurrent load (the last round gathered several requests): a lone
+  client's request runs at once instead of waiting ``batch_wait_s``."""
+  async def scenario():
+    model = FakeModel()
+    worker = await _started(model, batch_wait_s=5.0)
+    start = asyncio.get_running_loop().time()
+    await worker.predict(["a"])
+    waited = asyncio.get_running_loop().time() - start
+    await worker.stop()
+    return waited
+
+  assert run(scenario()) < 4.0
 
 
 def test_bad_settings_are_refused():

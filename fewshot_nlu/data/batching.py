@@ -23,6 +23,12 @@ def length_buckets(max_length: int, buckets: Sequence[int] = TRAIN_BUCKETS) -> t
   return tuple(b for b in buckets if b < max_length) + (max_length,)
 
 
+def coarse_buckets(buckets: Sequence[int]) -> tuple[int, ...]:
+  """Of ``buckets``, the multiples of 8 and the last: the lengths a short multi-row batch pads to, so that the
+  programs a server's gathered batches need (rows 2, 4, 8, ... x length) stay few enough to compile at start-up."""
+  return tuple(b for b in buckets if b % 8 == 0 or b == buckets[-1])
+
+
 def row_bucket(rows: int, batch_size: int) -> int:
   """The padded batch dimension for ``rows`` real rows: the smallest power of two that holds them, at most
   ``batch_size`` (a short batch runs at its own size, from a bounded set of compiled shapes)."""

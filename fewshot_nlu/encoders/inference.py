@@ -8,7 +8,8 @@ and ``QAIDModel.represent`` (token matrices for late interaction) share:
   2. each batch is padded to the smallest of ``buckets`` that holds its longest sequence, and its batch
      dimension to ``batching.row_bucket``: ``batch_size``, or for a last batch of fewer rows the smallest power
      of two that holds them: one utterance runs as one row, not as ``batch_size`` rows of padding (a chatbot's
-     latency), and at most ``len(buckets) x (log2(batch_size) + 1)`` programs compile;
+     latency). A short batch of 2 or more rows pads its length to ``batching.coarse_buckets`` (multiples of 8):
+     at most ``len(buckets) x 2 + len(coarse) x log2(batch_size)`` programs compile;
   3. the function runs on each padded batch and its outputs come back to the host at once;
   4. the real rows of each output (padding rows dropped) are written back in the original input order.
 
@@ -67,10 +68,12 @@ def encode_bucketed(token_ids: Sequence[Sequence[int]], fn: BatchFn, *, pad_id: 
     results = jax.tree.map(lambda s: np.zeros((len(token_ids), *s.shape), s.dtype), out)
   else:
     results = [None] * len(token_ids)
+  coarse = batching.coarse_buckets(buckets)
   for start in console.bar(range(0, len(order), batch_size), desc=desc, unit="batch", disable=not show_progress):
     rows = order[start : start + batch_size]
-    batch = batching.pad_to_bucket([token_ids[i] for i in rows], buckets, pad_id,
-                                    batching.row_bucket(len(rows), batch_size))
+    padded_rows = batching.row_bucket(len(rows), batch_size)
+    batch = batching.pad_to_bucket([token_ids[i] for i in rows], coarse if 1 < padded_rows < batch_size else buckets,
+                                   pad_id, padded_rows)
     # Synchronous on purpose: with 2 CPU cores, letting the host run ahead (async dispatch) competes with
     # XLA's compute threads and measured ~10% slower in bench/encode.py.
     outputs = jax.tree.map(np.asarray, fn(batch, rows))

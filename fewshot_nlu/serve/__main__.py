@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import sys
+import time
 
 
 def parse_args(argv: list[str] | None):
@@ -117,15 +118,24 @@ def persist_lock(model_dir: str):
       "persisting server per export: stop it, or serve without --persist"))
 
 
-WARM_UP_WORDS = (1, 4, 8, 12, 16, 24, 32)  # one-utterance requests of these lengths compile before the first
+WARM_UP_TOKENS = 48  # utterances up to this many tokens (a chatbot's traffic) compile before the first request
 
 
-def warm_up(model) -> None:
-  """Compiles what a one-utterance request runs, for short to long utterances (a chatbot's traffic), so that
-  the first requests do not pay for it: one prediction per length (each its own padded length bucket, one row).
-  Programs land in the persistent compilation cache (``$FEWSHOT_NLU_JAX_CACHE``), so a restart loads them."""
-  for words in WARM_UP_WORDS:
-    model.predict([" ".join(["hello"] * words)])
+def warm_up(model, max_batch: int) -> int:
+  """Compiles what the server's model calls run before the first request pays for it: one prediction per
+  program — each length bucket up to ``WARM_UP_TOKENS`` at one row, and each coarse bucket at every power of two
+  of rows up to ``max_batch`` (the server's gathered batches; ``encoders.inference``). The programs land in the
+  persistent compilation cache (``$FEWSHOT_NLU_JAX_CACHE``), so a restart loads them. Returns the calls made."""
+  from fewshot_nlu.data import batching
+  buckets = [b for b in batching.length_buckets(WARM_UP_TOKENS, batching.INFERENCE_BUCKETS) if b <= WARM_UP_TOKENS]
+  calls = 0
+  rows = 1
+  while rows <= max_batch:
+    for length in (buckets if rows == 1 else batching.coarse_buckets(buckets)):
+      model.predict([" ".join(["hello"] * max(1, length - 2))] * rows)  # [CLS] + words + [SEP]: that bucket
+      calls += 1
+    rows *= 2
+  return calls
 
 
 def serve(args, model, limits, access) -> int:
@@ -134,7 +144,10 @@ def serve(args, model, limits, access) -> int:
   log = logging.getLogger("fewshot_nlu.serve")
   if not args.no_warmup:
     try:
-      warm_up(model)
+      start = time.perf_counter()
+      calls = warm_up(model, args.max_batch)
+      log.info("warmed up: %d shapes compiled in %.1f s (cached for later starts)", calls,
+               time.perf_counter() - start)
     except Exception as e:  # a model without examples yet still serves /examples
       log.warning("warm-up prediction failed (%s: %s); serving anyway", type(e).__name__, e)
   log.info("serving %s (kind %s, %d labels)", args.model, model.kind, len(model.labels))

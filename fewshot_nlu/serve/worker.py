@@ -1,7 +1,8 @@
 """One thread owns the model; requests reach it through an asyncio queue.
 
 Predictions waiting in the queue are gathered into one ``model.predict`` call (one encode): the first waits
-``batch_wait_s`` for company, then everything already queued joins, up to ``max_batch_texts`` texts (requests
+``batch_wait_s`` for company when the last round had company (under concurrent load; a lone client's request
+runs at once, so the window costs it nothing), then everything already queued joins, up to ``max_batch_texts`` texts (requests
 with other options, e.g. ``reject``, get their own call in the same round). While a call runs, new requests
 queue up and form the next batch, so batches grow with the load. Anything else that touches the model (adding
 examples, persisting them, reading its labels) is an exclusive job: it runs alone, in queue order, so a
@@ -54,6 +55,7 @@ class ModelWorker:
     self._held: collections.deque[_Job] = collections.deque()  # taken from the queue, to run next (in order)
     self._running: list[_Job] = []  # the jobs taken from the queue in this round
     self._consumer: asyncio.Task | None = None
+    self._had_company = False  # the last gathered round held more than one request
 
   # ------------------------------------------------------------------------------------------ lifetime
 
@@ -121,7 +123,8 @@ class ModelWorker:
   async def _gather(self, first: _Job) -> tuple[list[_Job], _Job | None]:
     """``first`` and the predictions queued behind it (after waiting ``batch_wait_s``), up to
     ``max_batch_texts`` texts or an exclusive job, which is returned to run after them."""
-    if self.batch_wait_s > 0 and len(first.texts) < self.max_batch_texts:
+    if self.batch_wait_s > 0 and len(first.texts) < self.max_batch_texts and (
+        self._had_company or not self._queue.empty() or self._held):
       await asyncio.sleep(self.batch_wait_s)
     batch, size = [first], len(first.texts)
     while size < self.max_batch_texts and (self._held or not self._queue.empty()):
@@ -133,6 +136,7 @@ class ModelWorker:
         break
       batch.append(job)
       size += len(job.texts)
+    self._had_company = len(batch) > 1
     return batch, None
 
   async def _run_predictions(self, batch: list[_Job]) -> None:
