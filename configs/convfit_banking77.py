@@ -1,4 +1,5 @@
-"""ConvFiT Stage 2 (OCL) + 1-NN on banking77; shots: configs/convfit_banking77.py:10 (default) | :30 | :full.
+"""ConvFiT Stage 2 (OCL) on banking77, the decision rule chosen on valid (logistic regression or prototypes);
+shots: configs/convfit_banking77.py:10 (default) | :5 | :30 | :full.
 
   python -m fewshot_nlu.main --config=configs/convfit_banking77.py --workdir=runs/convfit_banking77
 See fewshot_nlu/defaults/convfit_base.py for the hyper-parameters and the variants.

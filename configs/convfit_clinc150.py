@@ -1,4 +1,5 @@
-"""ConvFiT Stage 2 (OCL) + 1-NN on clinc150; shots: configs/convfit_clinc150.py:10 (default) | :30 | :full.
+"""ConvFiT Stage 2 (OCL) on clinc150, the decision rule chosen on valid (logistic regression or prototypes);
+shots: configs/convfit_clinc150.py:10 (default) | :5 | :30 | :full.
 
   python -m fewshot_nlu.main --config=configs/convfit_clinc150.py --workdir=runs/convfit_clinc150
 See fewshot_nlu/defaults/convfit_base.py for the hyper-parameters and the variants.
