@@ -1,4 +1,4 @@
-"""ConvFiT Stage 2 + intent detection (decision rule chosen on valid): the shared config behind configs/convfit_<dataset>.py.
+"""ConvFiT Stage 2 + intent detection (the rule chosen on valid): the config behind configs/convfit_<dataset>.py.
 
 Thin wrapper: the config is built by ``fewshot_nlu/defaults/convfit_base.py`` (shipped with the package, so
 ``fewshot_nlu.fit`` and a pip-installed user have it too); its docstring documents the fields.
