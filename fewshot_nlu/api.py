@@ -27,7 +27,6 @@ import logging
 import os
 import pathlib
 import shutil
-import statistics
 import tempfile
 from typing import Any, Iterator, Sequence
 
@@ -36,10 +35,10 @@ import ml_collections
 from fewshot_nlu.config_checks import ConfigError, python_spelling
 from fewshot_nlu.data import user_examples
 from fewshot_nlu.errors import DataError, MissingDataFile, UserError
+from fewshot_nlu.methods import fit_methods
 
-# fit's method names -> config.method
-METHODS = {"convfit": "convfit", "qaid": "qaid", "multi_convfit": "multi_convfit",
-           "retriever_intents": "retriever_intents", "baseline": "intent_mneg", "nlu": "nlu"}
+# fit's method names -> config.method (the method record: methods.METHODS)
+METHODS = fit_methods()
 MULTI_LABEL_METHODS = ("multi_convfit",)
 # set by fit from the examples it is given; an override of one is refused
 DATA_FIELDS = ("data.builder", "data.builder_config", "data.raw_dir", "data.dir", "data.tfds_dir",
@@ -51,31 +50,13 @@ def cache_dir() -> pathlib.Path:
   return pathlib.Path(os.environ.get("FEWSHOT_NLU_CACHE", "~/.cache/fewshot_nlu")).expanduser() / "fit_data"
 
 
-def convfit_shots(train: user_examples.Examples) -> str:
-  """ConvFiT's hyper-parameter row (§3: epochs, negatives) for the median examples per intent: up to 10 the
-  10-shot row, up to 30 the 30-shot row, else the full-data row."""
-  median = statistics.median(train.examples_per_label().values())
-  return "10" if median <= 10 else "30" if median <= 30 else "full"
-
-
 def default_config(method: str, train: user_examples.Examples) -> ml_collections.ConfigDict:
-  """The shipped default config of ``method`` (a ``fit`` name) for these training examples."""
-  from fewshot_nlu.defaults import convfit_base, intent_mneg, multi_convfit_base, qaid_base, retriever_intents
-  if method == "convfit":
-    config = convfit_base.get_config("intent_table", convfit_shots(train))
-    config.classifier.select_split = ""  # validation= is the scored split, not a dev split: the decision rule is
-    # stage2.no_development_rule's (prototypes on a skewed pool, else logistic regression)
-    return config
-  if method == "qaid":
-    config = qaid_base.get_config("intent_table")  # every shots row has the same hyper-parameters
-    config.eval.dev_split, config.eval.select_best, config.eval.patience = "", False, 0  # validation= is the
-    # scored split, not a dev split
-    return config
-  if method == "multi_convfit":
-    return multi_convfit_base.get_config("intent_table", "", "low")
-  if method == "retriever_intents":
-    return retriever_intents.get_config()
-  return intent_mneg.get_config()
+  """The shipped default config of ``method`` (a ``fit`` name) for these training examples (the method record's
+  ``fit_defaults``, ``methods.METHODS``)."""
+  from fewshot_nlu import methods
+  config = methods.fit_defaults(METHODS[method])(train)
+  config.method = METHODS[method]
+  return config
 
 
 def flatten_overrides(overrides: dict, prefix: str = "") -> Iterator[tuple[str, Any]]:

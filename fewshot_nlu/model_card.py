@@ -22,27 +22,6 @@ from fewshot_nlu import workdirs
 
 FILE = "README.md"
 
-METHODS = {  # config.method -> what it is (the paper it follows)
-    "intent_mneg": "Intent detection baseline: same-intent MNEG fine-tuning, then 1-nearest-neighbour intents",
-    "convfit": "ConvFiT Stage 2 (Vulić et al., 2021, *ConvFiT: Conversational Fine-Tuning of Pretrained "
-               "Language Models*): contrastive intent specialisation, similarity-based (k-NN) inference",
-    "convfit_stage1": "ConvFiT Stage 1 (Vulić et al., 2021): conversational (context, response) fine-tuning of "
-                      "the language model; a sentence encoder for Stage 2",
-    "multi_convfit": "Multi-ConvFiT (Vulić et al., 2022, *Multi-Label Intent Detection via Contrastive Task "
-                     "Specialization of Sentence Encoders*): multi-label intents",
-    "dse": "DSE (Zhou et al., 2022, *Learning Dialogue Representations from Consecutive Utterances*): "
-           "dialogue sentence embeddings",
-    "qaid": "QAID (Yehudai et al., 2023, *QAID: Question Answering Inspired Few-shot Intent Detection*): "
-            "intent detection as retrieval of intent names and example queries",
-    "retriever": "Retriever (Yu et al., 2021, *Few-shot Intent Classification and Slot Filling with Retrieved "
-                 "Examples*): slot filling by span retrieval",
-    "retriever_intents": "Retriever (Yu et al., 2021): intent classification by retrieved examples",
-    "nlu": "Joint NLU: intents (ConvFiT or QAID), slots by span retrieval (Retriever, Yu et al., 2021) from a span "
-           "encoder that learnt the annotated examples, and out-of-scope rejection",
-    "span_encoder": "General span encoder: Retriever's batch softmax (Yu et al., 2021, §5.1) over the slot spans "
-                    "of public slot corpora",
-}
-
 _NO_ST = {  # model kind -> why sentence-transformers cannot reproduce what it predicts from
     "qaid": "QAID scores queries against answers by late interaction over token vectors, which "
             "sentence-transformers' pooled vectors do not reproduce",
@@ -93,8 +72,9 @@ def render(directory, *, config: Any = None, results: Mapping | None = None, com
   has_st = (directory / "modules.json").exists()
 
   lines = [f"# {_title(method, kind)}", ""]
+  from fewshot_nlu.methods import METHODS
   if method in METHODS:
-    lines += [f"**Method:** {METHODS[method]}.", ""]
+    lines += [f"**Method:** {METHODS[method].paper}.", ""]
   lines += [f"**Model kind:** {_describe_kind(kind)}.", ""]
   if base:
     lines += [f"**Base model:** `{base}`.", ""]

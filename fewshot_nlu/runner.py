@@ -79,7 +79,7 @@ def run(config, workdir: str | pathlib.Path, overwrite: bool = False, command: s
   from fewshot_nlu.methods import METHODS, get_method
   method = get_method(config.method)
   config_checks.require_finite_numbers(config)
-  config_fields.require_no_ignored_fields(config, config.method, METHODS[config.method])
+  config_fields.require_no_ignored_fields(config, config.method, METHODS[config.method].module)
   resolve_pooling(config)
   if workdirs.is_remote(workdir) and not getattr(method, "REMOTE_WORKDIR", False):
     raise ConfigError(f"--workdir={workdir}: method {config.method!r} writes its workdir locally; use a local "

@@ -322,3 +322,53 @@ def test_readme_python_example_runs(tiny_bert_dir, tmp_path, monkeypatch, capsys
   printed = capsys.readouterr().out.splitlines()[-4:]  # the example's prints (TFDS's notes on preparing come first)
   assert printed[0].split()[0] in ("lost_card", "balance", "transfer", "greeting") and printed[2] == "(1, 4)"
   assert "freeze_card" in namespace["model"].labels and (tmp_path / "my_intents").is_dir()  # the loaded model
+
+
+# ------------------------------------------------------------------------------------------- method record
+
+FAKE_METHOD = '''
+"""A method written for the test: it trains nothing and exports the untouched encoder's nearest examples."""
+from fewshot_nlu import workdirs
+from fewshot_nlu.data import splits
+from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.models.intent_model import IntentModel
+
+
+def validate(config):
+  pass
+
+
+def fit_config(train):
+  from fewshot_nlu.defaults import intent_mneg
+  config = intent_mneg.get_config()  # less what this method never reads (main refuses an ignored field)
+  del config["mesh"], config["sharding"]
+  for field in ("frozen", "grad_clip_norm", "group_learning_rates", "max_steps", "trainable"):
+    del config.train[field]
+  return config
+
+
+def run(config, workdir):
+  train = splits.read_split(config, config.data.train_split)
+  encoder = SentenceEncoder.from_pretrained(config.model.name, max_length=config.model.max_length)
+  model = IntentModel.from_examples(encoder, train.texts, train.labels)
+  with workdirs.atomic_folder(workdir / "export") as export:
+    model.save(export)
+  return workdirs.write_results(workdir, {"method": config.method, "num_pool": len(train.texts)})
+'''
+
+
+def test_a_method_added_through_the_record_alone_is_fit_and_carded(tiny_bert_dir, tmp_path, monkeypatch):
+  """One row in ``methods.METHODS`` is all a new method needs: ``fit`` finds it by its fit name and starts from
+  its defaults, ``main``'s runner runs it, and the model card names its paper."""
+  from fewshot_nlu import methods
+  (tmp_path / "fake_method_for_test.py").write_text(FAKE_METHOD)
+  monkeypatch.syspath_prepend(str(tmp_path))
+  monkeypatch.setitem(methods.METHODS, "fake", methods.Method(
+      "fake_method_for_test", "A fake method (Nobody et al., 2026)", "fake", "fake_method_for_test:fit_config",
+      ("intent_model",)))
+  monkeypatch.setattr(api, "METHODS", methods.fit_methods())
+  model = fn.fit(TEXTS, LABELS, method="fake", workdir=tmp_path / "run", model={"name": str(tiny_bert_dir)},
+                 compilation_cache_dir="")
+  assert model.results["method"] == "fake" and model.results["num_pool"] == len(TEXTS)
+  assert set(model.labels) == set(LABELS)
+  assert "A fake method (Nobody et al., 2026)" in (tmp_path / "run" / "export" / "README.md").read_text()

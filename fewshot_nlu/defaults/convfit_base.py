@@ -40,6 +40,8 @@ MLP on frozen encodings), --config.model.init=random (RAND),
 --config.model.name=runs/stage1/export (LM+S1+S2, after configs/convfit_stage1.py).
 """
 
+import statistics
+
 import ml_collections
 
 from fewshot_nlu.defaults import common
@@ -100,3 +102,24 @@ def get_config(dataset: str, shots: str = "10") -> ml_collections.ConfigDict:
   # held-out in-scope utterances the out-of-scope threshold is calibrated on ("": the pool, leave-one-out)
   config.eval.calibration_split = "valid" if dataset in DATASETS_WITH_VALID else ""  # likewise
   return config
+
+
+def shots_for(train) -> str:
+  """§3's hyper-parameter row (epochs, negatives) for ``fit``'s examples (``data.user_examples.Examples``) by
+  the median examples per intent: up to 10 the 10-shot row, up to 30 the 30-shot row, else the full-data row."""
+  median = statistics.median(train.examples_per_label().values())
+  return "10" if median <= 10 else "30" if median <= 30 else "full"
+
+
+def user_config(shots: str) -> ml_collections.ConfigDict:
+  """§3's ``shots`` row on a user's examples (an ``intent_table``), which have no development split: the
+  decision rule is ``stage2.no_development_rule``'s (prototypes on a skewed pool, else logistic regression)."""
+  config = get_config("intent_table", shots)
+  config.classifier.select_split = ""  # fit's validation= is the scored split, not a development split
+  return config
+
+
+def fit_config(train) -> ml_collections.ConfigDict:
+  """The config ``fit(..., method="convfit")`` starts from (``methods.METHODS``): ``user_config`` of the row
+  ``shots_for`` the examples."""
+  return user_config(shots_for(train))

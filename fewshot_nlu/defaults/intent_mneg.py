@@ -28,3 +28,9 @@ def get_config() -> ml_collections.ConfigDict:
 
   config.eval.before_training = True  # also report the untouched encoder's 1-NN accuracy
   return config
+
+
+def fit_config(train) -> ml_collections.ConfigDict:
+  """The config ``fit(..., method="baseline")`` starts from."""
+  del train
+  return get_config()

@@ -85,3 +85,9 @@ def get_config(builder: str, builder_config: str = "", arg: str = "") -> ml_coll
 
   config.eval.batch_size = 64
   return config
+
+
+def fit_config(train) -> ml_collections.ConfigDict:
+  """The config ``fit(..., method="multi_convfit")`` starts from: the low-data regime."""
+  del train
+  return get_config("intent_table", "", "low")

@@ -31,16 +31,13 @@ INTENT_METHODS = ("convfit", "qaid")
 
 
 def intents_config(method: str, shots: str = "10") -> ml_collections.ConfigDict:
-  """The intent method's config for a user's examples (``fit``'s defaults, ``api.default_config``)."""
+  """The intent method's config for a user's examples (``fit``'s defaults: ``methods.METHODS``)."""
   if method == "convfit":
-    config = convfit_base.get_config("intent_table", shots)
-    config.classifier.select_split = ""  # a team's data has no development split
-    config.eval.calibration_split = ""
+    config = convfit_base.user_config(shots)
+    config.eval.calibration_split = ""  # a team's data has no development split
     return config
   if method == "qaid":
-    config = qaid_base.get_config("intent_table")
-    config.eval.dev_split, config.eval.select_best, config.eval.patience = "", False, 0
-    return config
+    return qaid_base.fit_config(None)
   raise ValueError(f"intent method {method!r} unknown; choose one of {INTENT_METHODS} (configs/nlu.py:<method>)")
 
 

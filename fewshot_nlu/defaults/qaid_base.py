@@ -93,3 +93,12 @@ def get_config(dataset: str, shots: str = "5") -> ml_collections.ConfigDict:
   config.eval.select_best = True
   config.eval.patience = 5  # 100 steps without a better dev score: stop (see the module docstring)
   return config
+
+
+def fit_config(train) -> ml_collections.ConfigDict:
+  """The config ``fit(..., method="qaid")`` starts from: every shots row has the same hyper-parameters."""
+  del train
+  config = get_config("intent_table")
+  config.eval.dev_split, config.eval.select_best, config.eval.patience = "", False, 0  # validation= is the
+  # scored split, not a dev split
+  return config

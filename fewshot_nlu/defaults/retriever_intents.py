@@ -28,3 +28,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.eval.batch_size = 64
   config.retriever.stage = "all"
   return config
+
+
+def fit_config(train) -> ml_collections.ConfigDict:
+  """The config ``fit(..., method="retriever_intents")`` starts from."""
+  del train
+  return get_config()
