@@ -54,6 +54,19 @@ class SentenceEncoder:
     self.buckets = batching.length_buckets(max_length, batching.INFERENCE_BUCKETS)
 
   @classmethod
+  def from_config(cls, config, model_config: transformer.EncoderConfig, params: Any, tokenizer: Tokenizer,
+                  **kwargs) -> "SentenceEncoder":
+    """The encoder a run evaluates with, as its config sets it up: ``config.model.pooling``,
+    ``config.model.max_length``, ``config.eval.batch_size`` and ``config.model.dtype``; ``kwargs`` override
+    (e.g. ``pooling_mode="cls", normalize=False`` for the Retriever, a ``projection``)."""
+    if "pooling_mode" not in kwargs:
+      kwargs["pooling_mode"] = config.model.pooling
+    kwargs.setdefault("max_length", config.model.max_length)
+    kwargs.setdefault("batch_size", config.eval.batch_size)
+    kwargs.setdefault("dtype", transformer.DTYPES[config.model.dtype])
+    return cls(model_config, params, tokenizer, **kwargs)
+
+  @classmethod
   def from_pretrained(cls, source: str = pretrained.DEFAULT_MODEL, **kwargs) -> "SentenceEncoder":
     """Loads ``source`` (see ``pretrained.load_pretrained``), with its down-projection if it has one. A
     sentence-transformers directory encodes as it declares (``modules.json``: pooling, Dense, Normalize,

@@ -113,9 +113,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
                                   make_loss_fn(model.config, config), stream, mesh, writer)
 
   def encoder_of(eval_params) -> SentenceEncoder:
-    return SentenceEncoder(model.config, eval_params, model.tokenizer, pooling_mode=config.model.pooling,
-                           max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                           dtype=DTYPES[config.model.dtype])
+    return SentenceEncoder.from_config(config, model.config, eval_params, model.tokenizer)
 
   def evaluate(eval_params, tag) -> tuple[IntentModel, knn.Evaluation]:
     intent_model = IntentModel.from_examples(encoder_of(eval_params), train_split.texts, train_split.labels,

@@ -142,9 +142,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path | workdirs.epat
     held_c, held_r = [held_c[i] for i in keep], [held_r[i] for i in keep]
 
     def evaluate(p):
-      enc = SentenceEncoder(model.config, p, tok, pooling_mode=config.model.pooling,
-                            max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                            dtype=DTYPES[config.model.dtype])
+      enc = SentenceEncoder.from_config(config, model.config, p, tok)
       return response_selection(lambda texts: enc.encode(texts, show_progress=True), held_c, held_r, ks=(1,))
 
     results.update(evaluate(params))

@@ -65,7 +65,6 @@ from fewshot_nlu.data.intent_folder import IntentSplit
 from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import frozen_prefix
 from fewshot_nlu.encoders.sentence import SentenceEncoder
-from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation import knn
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.models.intent_model import IntentModel
@@ -200,9 +199,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   timings = {}
 
   def sentence_encoder(encoder_params, projection=None):
-    return SentenceEncoder(model.config, encoder_params, model.tokenizer, pooling_mode=config.model.pooling,
-                           max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                           dtype=DTYPES[config.model.dtype], projection=projection)
+    return SentenceEncoder.from_config(config, model.config, encoder_params, model.tokenizer, projection=projection)
 
   writer = MetricWriter(workdir)
   results, steps = {}, 0

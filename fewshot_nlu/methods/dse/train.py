@@ -108,9 +108,8 @@ def make_loss_fn(cfg: transformer.EncoderConfig, config):
 
 
 def make_encoder(model: pretrained.Pretrained, params, config) -> SentenceEncoder:
-  return SentenceEncoder(model.config, params, model.tokenizer, pooling_mode=config.model.pooling,
-                         max_length=model.config.max_length, batch_size=config.eval.batch_size,
-                         dtype=DTYPES[config.model.dtype])
+  return SentenceEncoder.from_config(config, model.config, params, model.tokenizer,
+                                     max_length=model.config.max_length)
 
 
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:

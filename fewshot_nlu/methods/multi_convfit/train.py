@@ -47,7 +47,6 @@ from fewshot_nlu.data.builders import nlupp
 from fewshot_nlu.data.intent_folder import LabelSetSplit
 from fewshot_nlu.encoders import adapters, frozen_prefix
 from fewshot_nlu.encoders.sentence import SentenceEncoder
-from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.methods.multi_convfit import labels as multilabel
 from fewshot_nlu.methods.multi_convfit.model import MultiLabelModel, adapter_bytes
@@ -179,9 +178,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   if config.stage2.enabled:
     encoder_params, steps, figures = specialise(config, model, train, labels, workdir, writer)
     results.update(figures)
-  encoder = SentenceEncoder(model.config, encoder_params, model.tokenizer, pooling_mode=config.model.pooling,
-                            max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                            dtype=DTYPES[config.model.dtype])
+  encoder = SentenceEncoder.from_config(config, model.config, encoder_params, model.tokenizer)
 
   start = time.perf_counter()
   features = encoder.encode(train.texts, show_progress=True)
@@ -212,9 +209,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
                    domain=config.data.get("builder_config") or None)
   embeddings = {reports.UNTOUCHED: test_vectors}  # without specialisation the encoder is the untouched one
   if config.stage2.enabled:
-    untouched = SentenceEncoder(model.config, model.params, model.tokenizer, pooling_mode=config.model.pooling,
-                                max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                                dtype=DTYPES[config.model.dtype])
+    untouched = SentenceEncoder.from_config(config, model.config, model.params, model.tokenizer)
     embeddings = {reports.UNTOUCHED: lambda: untouched.encode(test.texts, show_progress=True),
                   f"{reports.SPECIALISED} (C-{config.stage2.mode.upper()})": test_vectors}
   results.update(reports.write_run_report(

@@ -521,9 +521,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     if jax.process_index() == 0:
       with workdirs.atomic_folder(workdir / "export") as export:
         qaid.save(export, encoder_heads=heads)
-    untouched = SentenceEncoder(model.config, model.params, tok, pooling_mode=config.model.pooling,
-                                max_length=config.qaid.query_length, batch_size=config.eval.batch_size,
-                                dtype=DTYPES[config.model.dtype])
+    untouched = SentenceEncoder.from_config(config, model.config, model.params, tok,
+                                            max_length=config.qaid.query_length)
     results.update(reports.write_run_report(  # costs two encoding passes of the eval split
         workdir, eval_split.labels, [p.label for p in evaluation.predictions], texts=eval_split.texts,
         title=f"QAID on {config.data.builder}/{config.data.eval_split}",

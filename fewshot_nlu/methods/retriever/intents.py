@@ -42,7 +42,6 @@ from fewshot_nlu import config_checks, reports, workdirs
 from fewshot_nlu.data import splits, tsv
 from fewshot_nlu.encoders import pretrained, st_modules
 from fewshot_nlu.encoders.sentence import SentenceEncoder
-from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.evaluation import knn
 from fewshot_nlu.evaluation.prototypes import label_means
 from fewshot_nlu.index import Index
@@ -144,9 +143,8 @@ def write_reports(config, model, rows: list[tuple], test_texts: list[str], test_
   test utterance's [CLS] vector, the untouched encoder's beside the trained one (one more encoding pass of the
   test split; the frozen stage has one panel)."""
   out = {}
-  untouched = SentenceEncoder(model.config, model.params, model.tokenizer, pooling_mode="cls", normalize=False,
-                              max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                              dtype=DTYPES[config.model.dtype])
+  untouched = SentenceEncoder.from_config(config, model.config, model.params, model.tokenizer, pooling_mode="cls",
+                                        normalize=False)
   for n, name in enumerate(config.retriever.support_sets):
     chosen = [row for row in rows if row[0] == name]
     embeddings = None
@@ -177,9 +175,8 @@ def run_all(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     params, record = retriever_training.train(config, workdir, model, items, span=False, evaluate=None)
     steps = record["steps"]
     results.update(training=record, train_seconds=round(time.perf_counter() - start, 1))
-  encoder = SentenceEncoder(model.config, params, model.tokenizer, pooling_mode="cls", normalize=False,
-                            max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                            dtype=DTYPES[config.model.dtype])
+  encoder = SentenceEncoder.from_config(config, model.config, params, model.tokenizer, pooling_mode="cls",
+                                        normalize=False)
   intent_model = IntentModel.from_examples(encoder, train_split.texts, train_split.labels, metric="dot",
                                            show_progress=True)
   results.update(knn.evaluate_intent_model(intent_model, eval_split, workdir, "predictions"))
@@ -221,9 +218,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
         pretrained.save_pretrained(export, model.config, params, model.tokenizer)
         st_modules.write(export, hidden_size=model.config.hidden_size, pooling="cls", normalize=False,
                          max_length=config.model.max_length)  # as the encoder below encodes
-  encoder = SentenceEncoder(model.config, params, model.tokenizer, pooling_mode="cls", normalize=False,
-                            max_length=config.model.max_length, batch_size=config.eval.batch_size,
-                            dtype=DTYPES[config.model.dtype])
+  encoder = SentenceEncoder.from_config(config, model.config, params, model.tokenizer, pooling_mode="cls",
+                                        normalize=False)
   start = time.perf_counter()
   test_vectors = encoder.encode(test_split.texts, show_progress=True)
   test_labels = np.array(test_split.labels)
