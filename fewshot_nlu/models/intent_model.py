@@ -247,7 +247,11 @@ class IntentModel:
     return protocol.score_texts(texts, lambda texts: self._scores(texts, show_progress), len(self.labels))
 
   def _scores(self, texts: list[str], show_progress: bool) -> np.ndarray:
-    vectors = self.encoder.encode(texts, show_progress=show_progress)
+    return self.scores_from(self.encoder.encode(texts, show_progress=show_progress))
+
+  def scores_from(self, vectors: np.ndarray) -> np.ndarray:
+    """``scores`` for texts already encoded with ``self.encoder`` (``predict_from``'s companion: one encoding
+    serves both)."""
     if self.classifier == "mlp":
       return self._label_scores(vectors)
     if not len(self.index):
@@ -259,7 +263,7 @@ class IntentModel:
       queries, rows = l2_normalize(queries), l2_normalize(rows)
     similarities = queries @ rows.T
     column = {l: c for c, l in enumerate(self.labels)}
-    out = np.full((len(self.labels), len(texts)), -np.inf, np.float32)
+    out = np.full((len(self.labels), len(vectors)), -np.inf, np.float32)
     np.maximum.at(out, [column[p["label"]] for p in self.index.payloads], similarities.T)
     return out.T
 

@@ -125,8 +125,13 @@ class NLUModel:
     ranking: list[tuple] = [()] * len(texts)
     if self.intents is not None:
       options = {"reject": True, "threshold": threshold} if reject else {}
-      intents = self.intents.predict(texts, neighbours=neighbours, **options)
-      scores = self.intents.scores(texts)
+      if hasattr(self.intents, "scores_from"):  # one encoding for the intent, its evidence and the ranking
+        vectors = self.intents.encoder.encode(texts)
+        intents = self.intents.predict_from(vectors, neighbours=neighbours, **options)
+        scores = self.intents.scores_from(vectors)
+      else:
+        intents = self.intents.predict(texts, neighbours=neighbours, **options)
+        scores = self.intents.scores(texts)
       order = np.argsort(-scores, axis=1, kind="stable")[:, :RANKING]
       ranking = [tuple((self.labels[c], _finite(row[c])) for c in top) for row, top in zip(scores, order)]
     slots = self.slots.predict(texts) if self.slots is not None else [None] * len(texts)
