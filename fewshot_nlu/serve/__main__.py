@@ -123,15 +123,19 @@ WARM_UP_TOKENS = 48  # utterances up to this many tokens (a chatbot's traffic) c
 
 def warm_up(model, max_batch: int) -> int:
   """Compiles what the server's model calls run before the first request pays for it: one prediction per
-  program — each length bucket up to ``WARM_UP_TOKENS`` at one row, and each coarse bucket at every power of two
-  of rows up to ``max_batch`` (the server's gathered batches; ``encoders.inference``). The programs land in the
+  program — each length bucket up to ``WARM_UP_TOKENS`` at one row and at the largest gathered batch
+  (``max_batch`` rows: full encoder batches pad to the fine buckets), and each coarse bucket at the powers of two
+  of rows between (the short gathered batches; ``encoders.inference``). The programs land in the
   persistent compilation cache (``$FEWSHOT_NLU_JAX_CACHE``), so a restart loads them. Returns the calls made."""
   from fewshot_nlu.data import batching
   buckets = [b for b in batching.length_buckets(WARM_UP_TOKENS, batching.INFERENCE_BUCKETS) if b <= WARM_UP_TOKENS]
   calls = 0
+  largest = 1 << (max_batch.bit_length() - 1)
   rows = 1
-  while rows <= max_batch:
-    for length in (buckets if rows == 1 else batching.coarse_buckets(buckets)):
+  while rows <= largest:
+    # One row and the largest gathered batch (whose full encoder batches keep the fine lengths) at every bucket;
+    # the short multi-row batches between at the coarse ones.
+    for length in (buckets if rows in (1, largest) else batching.coarse_buckets(buckets)):
       model.predict([" ".join(["hello"] * max(1, length - 2))] * rows)  # [CLS] + words + [SEP]: that bucket
       calls += 1
     rows *= 2
