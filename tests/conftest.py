@@ -2,8 +2,12 @@
 
 import os
 
+# A collective across the 8 in-process devices waits for all 8 threads; on 2 cores shared with another test
+# worker (4 JAX processes in test_multiprocess) a thread can be starved past XLA's default termination timeout,
+# which aborts the process (seen once in CI: a sharded Stage 1 step). Waiting longer is the right behaviour here.
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=8").strip()
+                           " --xla_force_host_platform_device_count=8"
+                           " --xla_cpu_collective_call_terminate_timeout_seconds=600").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
