@@ -133,7 +133,8 @@ class NLUModel:
         intents = self.intents.predict(texts, neighbours=neighbours, **options)
         scores = self.intents.scores(texts)
       order = np.argsort(-scores, axis=1, kind="stable")[:, :RANKING]
-      ranking = [tuple((self.labels[c], _finite(row[c])) for c in top) for row, top in zip(scores, order)]
+      labels = self.labels  # a property that copies the intent model's labels: once per call, not per entry
+      ranking = [tuple((labels[c], _finite(row[c])) for c in top) for row, top in zip(scores, order)]
     slots = self.slots.predict(texts) if self.slots is not None else [None] * len(texts)
     out = []
     for text, intent, ranked, filled in zip(texts, intents, ranking, slots):
