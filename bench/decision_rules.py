@@ -71,7 +71,7 @@ def space_vectors(encoder, texts: list[str]) -> dict[str, np.ndarray]:
 
 def score_rules(x, y, queries: list[tuple[np.ndarray, np.ndarray]], labels: list[str]) -> dict[str, list[float]]:
   """Each rule's accuracy on each (query vectors, gold indices) of ``queries``, fitted on pool vectors ``x``."""
-  from fewshot_nlu.evaluation import prototypes
+  from fewshot_nlu.models import prototypes
   from fewshot_nlu.heads import mlp
   accuracy = lambda scores, gold: float((scores.argmax(1) == gold).mean())  # noqa: E731
   rules = {}

@@ -52,7 +52,7 @@ def logistic_regression(x, y, classes: int, weight_decay: float):
 def cell(encoder, dataset: str, shots: str, data_dir: str, raw_dir: str = "", predictions: bool = False) -> dict:
   """The cell's row; ``raw_dir``: read the splits from that ``intent_folder`` instead; ``predictions``: add each
   decision's predicted test labels (``knn_predicted`` / ``proto_predicted`` / ``logreg_predicted``)."""
-  from fewshot_nlu.evaluation import prototypes
+  from fewshot_nlu.models import prototypes
   from fewshot_nlu.heads import mlp
   pool, dev, test = (split(dataset, s, data_dir, raw_dir) for s in (f"train_{shots}", "valid", "test"))
   labels = sorted(set(pool.labels))

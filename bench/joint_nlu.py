@@ -11,7 +11,9 @@ The slot filler starts from a general span encoder that has never seen SNIPS (le
 ``--span-encoder`` is the export of ``configs/span_encoder.py`` with ``--config.data.exclude='("snips",)'``
 (MixATIS, NLU++ and SGD only). Variants (``--variant``): ``learned`` (the default: the slot filler learns the
 examples, steps and threshold chosen by cross-validation on them), ``retrieval`` (retrieval alone,
-``slots.support_steps=(0,)``), ``untouched`` (retrieval with the untouched MiniLM cut at 3 layers).
+``slots.support_steps=(0,)``), ``untouched`` (retrieval with the untouched MiniLM cut at 3 layers); each also
+as ``<variant>-threshold``: without the unlabelled spans of the examples as "no slot" (``slots.none_margins=()``).
+Rows record the span encoder's training steps (its ``results.json``); the table keeps them apart.
 
   python -m fewshot_nlu.main --config=configs/span_encoder.py --workdir=runs/span_encoder_no_snips \\
       --config.data.exclude='("snips",)'
@@ -43,6 +45,10 @@ DEFAULT_DATA = os.environ.get("FEWSHOT_NLU_DATA", str(REPO.parent / "shared" / "
 DEFAULT_SPAN_ENCODER = REPO / "runs" / "span_encoder_no_snips" / "export"
 VARIANTS = {"learned": {}, "retrieval": {"slots.support_steps": (0,)},
             "untouched": {"slots.support_steps": (0,), "slots.encoder": ""}}
+# the same three without the unlabelled spans of the examples (slots.none_margins = (): the threshold alone
+# rejects, as in the Retriever's §5.2; the shipped default before 2026-11-26 evening)
+VARIANTS.update({f"{name}-threshold": {**overrides, "slots.none_margins": ()} for name, overrides in
+                 list(VARIANTS.items())})
 
 
 def draw(data_dir: str, cell: str, seed: int) -> list[dict]:
@@ -82,12 +88,20 @@ def run_cell(data_dir: str, cell: str, seed: int, variant: str, span_encoder: pa
     model.parse([text])
     times.append(time.perf_counter() - t)
   return {"name": variant, "dataset": "snips", "cell": cell, "seed": seed, "split": "test",
+          "span_encoder_steps": encoder_steps(span_encoder) if not variant.startswith("untouched") else None,
           "num_train": len(rows), "wall_seconds": round(wall, 1),
           "results": {k: r.get(k) for k in ("intent_accuracy", "slot_f1", "slot_precision", "slot_recall",
                                               "sentence_accuracy", "num_eval", "intents_seconds", "slots_seconds")},
           "slots": r.get("slots"), "parse_ms_p50": round(1000 * statistics.median(times), 1),
-          "command": f"python bench/joint_nlu.py --cells snips:{cell} --seeds {seed} --variant {variant}",
+          "command": f"python bench/joint_nlu.py --cells snips:{cell} --seeds {seed} --variant {variant}"
+                     + (f" --span-encoder {span_encoder}" if span_encoder != DEFAULT_SPAN_ENCODER else ""),
           "machine": machine()}
+
+
+def encoder_steps(span_encoder: pathlib.Path) -> int | None:
+  """The training steps of a span encoder export (its run's results.json), if recorded."""
+  results = span_encoder.parent / "results.json"
+  return json.loads(results.read_text()).get("steps") if results.exists() else None
 
 
 # ------------------------------------------------------------------------------------------- table
@@ -100,22 +114,23 @@ def write_table() -> None:
            "general span encoder trained without SNIPS (MixATIS, NLU++, SGD); scored on all 700 SNIPS test "
            "utterances. In %, mean ± std over seeds (n); fit in seconds (intents + slots, median); parse = one "
            "16-word utterance, median of 20 calls. " + machine(), "",
-           "| cell | variant | intent acc | slot F1 | sentence acc | fit s (intents + slots) | parse ms |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+           "| cell | variant | span encoder steps | intent acc | slot F1 | sentence acc | fit s (intents + slots) "
+           "| parse ms |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
   groups = collections.defaultdict(list)
   for r in rows:
-    groups[(r["cell"], r["name"])].append(r)
+    groups[(r["cell"], r["name"], r.get("span_encoder_steps"))].append(r)
 
   def order(key):
-    cell, name = key
-    return (cell[0], int(cell[1:]), list(VARIANTS).index(name) if name in VARIANTS else 9, name)
+    cell, name, steps = key
+    return (cell[0], int(cell[1:]), -(steps or 0), list(VARIANTS).index(name) if name in VARIANTS else 99, name)
 
-  for (cell, name), rs in sorted(groups.items(), key=lambda kv: order(kv[0])):
+  for (cell, name, steps), rs in sorted(groups.items(), key=lambda kv: order(kv[0])):
     res = [r["results"] for r in rs]
     intent = [x["intent_accuracy"] for x in res] if cell[0] == "k" else []
     fit = [(x.get("intents_seconds") or 0) + (x.get("slots_seconds") or 0) for x in res]
     label = f"K={cell[1:]} per intent" if cell[0] == "k" else f"N={cell[1:]} (slots only)"
-    lines.append(f"| {label} | {name} | {mean_std(intent) if intent else '–'} | "
+    lines.append(f"| {label} | {name} | {steps or '–'} | {mean_std(intent) if intent else '–'} | "
                  f"{mean_std([x['slot_f1'] for x in res])} ({len(rs)}) | "
                  f"{mean_std([x['sentence_accuracy'] for x in res]) if intent else '–'} | "
                  f"{statistics.median(fit):.0f} | {statistics.median(r['parse_ms_p50'] for r in rs):.1f} |")
@@ -126,8 +141,9 @@ def write_table() -> None:
   (RESULTS / "joint_nlu.md").write_text("\n".join(lines) + "\n")
 
 
-def _done(variant: str, cell: str, seed: int) -> bool:
-  return any(r["name"] == variant and r["cell"] == cell and r["seed"] == seed for r in load_rows(ROWS))
+def _done(variant: str, cell: str, seed: int, steps: int | None) -> bool:
+  return any(r["name"] == variant and r["cell"] == cell and r["seed"] == seed
+             and r.get("span_encoder_steps") == steps for r in load_rows(ROWS))
 
 
 def main() -> None:
@@ -142,14 +158,15 @@ def main() -> None:
   args = parser.parse_args()
   if not args.table:
     span_encoder = pathlib.Path(args.span_encoder)
-    if args.variant != "untouched" and not span_encoder.is_dir():
+    untouched = args.variant.startswith("untouched")
+    if not untouched and not span_encoder.is_dir():
       raise SystemExit(f"{span_encoder}: no span encoder; build it first (module docstring)")
     for cell in args.cells.split(","):
       dataset, kind = cell.split(":")
       if dataset != "snips" or kind[:1] not in ("k", "n") or not kind[1:].isdigit():
         raise SystemExit(f"{cell}: cells are snips:k<K> or snips:n<N>")
       for seed in map(int, args.seeds.split(",")):
-        if _done(args.variant, kind, seed):
+        if _done(args.variant, kind, seed, None if untouched else encoder_steps(span_encoder)):
           print(f"{args.variant} {cell} seed {seed}: done already")
           continue
         row = run_cell(args.data_dir, kind, seed, args.variant, span_encoder, pathlib.Path(args.workdirs))

@@ -53,7 +53,7 @@ def read_clinc(folder: pathlib.Path, split: str) -> tuple[list[str], list[str], 
 
 def evaluate(model, texts: list[str], labels: list[str], oos_texts: list[str], threshold: float | None) -> dict:
   """The model's answers (no rejection) once, then the metrics under each threshold."""
-  from fewshot_nlu.evaluation import prototypes
+  from fewshot_nlu.models import prototypes
   from fewshot_nlu.evaluation.out_of_scope import detection_metrics
   from fewshot_nlu.models.protocol import OUT_OF_SCOPE
   from fewshot_nlu.models import rejection
@@ -89,7 +89,7 @@ def nearest_cosine_rules(model, predictions, predicted: list[str], gold: list[st
   """The model's own decisions, rejected by the cosine of each query's nearest indexed example: threshold the
   10th percentile of the indexed examples' leave-one-out nearest cosines (what a 1-NN model calibrates without
   held-out data), and the DSE rule on the test queries' nearest cosines."""
-  from fewshot_nlu.evaluation import prototypes
+  from fewshot_nlu.models import prototypes
   from fewshot_nlu.evaluation.out_of_scope import detection_metrics
   from fewshot_nlu.models import rejection
   nearest = np.array([rejection.score_of(p, "nearest") for p in predictions])

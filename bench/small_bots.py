@@ -171,7 +171,7 @@ def run_encoder(folder: pathlib.Path, dataset: str, seed: int, split: str) -> li
   value bench/encoder_baselines.py's development search keeps for most cells; nothing is chosen here)."""
   from encoder_baselines import logistic_regression
   from fewshot_nlu.encoders.sentence import SentenceEncoder
-  from fewshot_nlu.evaluation import prototypes
+  from fewshot_nlu.models import prototypes
   from fewshot_nlu.heads import mlp
   from fewshot_nlu.index import normalize
   start = time.perf_counter()

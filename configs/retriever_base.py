@@ -1,4 +1,4 @@
-"""The fields every Retriever config shares (the training and retrieval options ``train.span_training``
+"""The fields every Retriever config shares (the training and retrieval options ``methods.span_training``
 reads); ``configs/retriever_snips.py`` and ``configs/retriever_clinc.py`` add their protocol's own.
 
 Thin wrapper: the config is built by ``fewshot_nlu/defaults/retriever_base.py`` (shipped with the package, so

@@ -158,7 +158,8 @@ def _python_spelling():
 
 def _fit(examples, labels, *, method, validation, text_column, label_column, workdir, overwrite, keep_checkpoints,
          overrides):
-  from fewshot_nlu import models, runner
+  from fewshot_nlu import models
+  from fewshot_nlu.methods import runner
   if method is not None and method not in METHODS:
     raise ConfigError(f"method: {method!r} is not one of {sorted(METHODS)}")
   if method == "nlu" or (method is None and labels is None and is_annotated(examples)):
@@ -215,7 +216,8 @@ def _fit_nlu(examples, validation, *, workdir, overwrite, keep_checkpoints, over
   in place, examples in memory are written as JSON lines into a folder named by their content under
   ``cache_dir()``), the joint config (``defaults.nlu``, with ``intent_method=`` choosing the intent method),
   ``runner.run``."""
-  from fewshot_nlu import models, runner
+  from fewshot_nlu import models
+  from fewshot_nlu.methods import runner
   from fewshot_nlu.data import annotated
   from fewshot_nlu.defaults import nlu
   config = nlu.get_config(overrides.pop("intent_method", "convfit"))

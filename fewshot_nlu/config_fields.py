@@ -29,7 +29,7 @@ import ml_collections
 from fewshot_nlu.config_checks import ConfigError
 
 CONFIG_ROOTS = ("config", "run_config")
-ALWAYS = ("fewshot_nlu.runner",)  # process-level fields: compilation cache, distributed initialisation
+ALWAYS = ("fewshot_nlu.methods.runner",)  # process-level fields: compilation cache, distributed initialisation
 # modules that build configs rather than read them (the package's lazy ``fit`` / ``load``, the shipped defaults):
 # a field they set is not a field a method reads
 CONFIG_BUILDERS = ("fewshot_nlu", "fewshot_nlu.api", "fewshot_nlu.defaults")

@@ -31,7 +31,7 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
-from fewshot_nlu.runner import resolve_pooling, run, setup_jax  # noqa: F401  (runner.run: the one way a config runs)
+from fewshot_nlu.methods.runner import resolve_pooling, run, setup_jax  # noqa: F401  (runner.run: the one way a config runs)
 
 config_flags.DEFINE_config_file("config", None, "Path to a config file (configs/*.py).", lock_config=True)
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics, exported model and results.")

@@ -19,6 +19,7 @@ import re
 from typing import Any, Mapping
 
 from fewshot_nlu import workdirs
+from fewshot_nlu.model_kinds import KINDS
 
 FILE = "README.md"
 
@@ -37,10 +38,10 @@ MAX_METRICS = 40
 
 
 def write(directory: str | os.PathLike, *, config: Any = None, results: Mapping | None = None,
-          command: str | None = None) -> None:
+          command: str | None = None, paper: str | None = None) -> None:
   """Writes ``directory/README.md`` from the export's files and, when given, the run's resolved ``config``
-  (a ConfigDict or dict), ``results`` and the ``command`` that ran it."""
-  text = render(directory, config=config, results=results, command=command)
+  (a ConfigDict or dict), ``results``, the ``command`` that ran it and the ``paper`` of its method."""
+  text = render(directory, config=config, results=results, command=command, paper=paper)
   path = _path(directory) / FILE
   if isinstance(path, pathlib.Path):
     tmp = path.with_name(f".{FILE}.tmp")
@@ -61,7 +62,8 @@ def _shown(directory) -> str:
   return partial.group(1) if partial else os.fspath(directory)
 
 
-def render(directory, *, config: Any = None, results: Mapping | None = None, command: str | None = None) -> str:
+def render(directory, *, config: Any = None, results: Mapping | None = None, command: str | None = None,
+           paper: str | None = None) -> str:
   """The card's Markdown (see ``write``)."""
   directory = _path(directory)
   config = _as_dict(config)
@@ -72,9 +74,8 @@ def render(directory, *, config: Any = None, results: Mapping | None = None, com
   has_st = (directory / "modules.json").exists()
 
   lines = [f"# {_title(method, kind)}", ""]
-  from fewshot_nlu.methods import METHODS
-  if method in METHODS:
-    lines += [f"**Method:** {METHODS[method].paper}.", ""]
+  if paper:
+    lines += [f"**Method:** {paper}.", ""]
   lines += [f"**Model kind:** {_describe_kind(kind)}.", ""]
   if base:
     lines += [f"**Base model:** `{base}`.", ""]
@@ -105,8 +106,7 @@ def _as_dict(config) -> dict:
 
 def _kind(directory) -> tuple[str | None, dict]:
   """The export's model kind and metadata (None, {} for an encoder-only export)."""
-  from fewshot_nlu.models import registry
-  for name, kind in registry.KINDS.items():
+  for name, kind in KINDS.items():
     path = directory / kind.meta_file
     if path.exists():
       return name, json.loads(path.read_text())
@@ -131,8 +131,7 @@ def _title(method: str | None, kind: str | None) -> str:
 def _describe_kind(kind: str | None) -> str:
   if kind is None:
     return "encoder only (a Hugging Face checkpoint: config.json, model.safetensors, tokenizer.json)"
-  from fewshot_nlu.models import registry
-  return f"`{kind}`: {registry.KINDS[kind].description}"
+  return f"`{kind}`: {KINDS[kind].description}"
 
 
 def _data_lines(config: dict) -> list[str]:
@@ -206,7 +205,8 @@ def _files(directory) -> list[str]:
   return names
 
 
-def write_run_cards(workdir, *, config: Any, results: Mapping | None = None, command: str | None = None) -> list:
+def write_run_cards(workdir, *, config: Any, results: Mapping | None = None, command: str | None = None,
+                    paper: str | None = None) -> list:
   """Writes the full card of every export a run left in ``workdir`` (``export/``, and ``*/export/`` of runs
   with one export per fold), each with the results written beside it (``results.json`` next to the export;
   ``results`` when there is none). Returns the export folders."""
@@ -214,5 +214,5 @@ def write_run_cards(workdir, *, config: Any, results: Mapping | None = None, com
   for export in exports:
     beside = export.parent / "results.json"
     written = json.loads(beside.read_text()) if beside.exists() else results
-    write(export, config=config, results=written, command=command)
+    write(export, config=config, results=written, command=command, paper=paper)
   return exports

@@ -15,7 +15,7 @@ from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.data import batching
 from fewshot_nlu.data.builders.dialogue import DialoguePairsConfig, is_heldout
 from fewshot_nlu.encoders import pooling, pretrained, transformer
-from fewshot_nlu.evaluation import prototypes
+from fewshot_nlu.models import prototypes
 from fewshot_nlu.evaluation.response_selection import response_selection, true_response_ranks
 from fewshot_nlu.methods.dse import head as contrastive_head
 from fewshot_nlu.methods.dse import train as dse

@@ -5,6 +5,7 @@ import json
 
 from fewshot_nlu import model_card
 from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.methods import METHODS
 from fewshot_nlu.models.intent_model import IntentModel
 from tests import tiny
 
@@ -37,7 +38,8 @@ def test_run_card_has_method_data_results_and_command(tiny_bert_dir, tmp_path):
   config.method, config.model.name = "convfit", "minilm-l6"
   config.data.builder, config.data.train_split, config.data.eval_split = "banking77", "train_10", "test"
   command = "python -m fewshot_nlu.main --config=configs/convfit_banking77.py:10 --workdir=runs/x"
-  assert model_card.write_run_cards(tmp_path / "run", config=config, command=command) == [export]
+  paper = METHODS["convfit"].paper  # the runner passes the method record's paper (model_card imports no method)
+  assert model_card.write_run_cards(tmp_path / "run", config=config, command=command, paper=paper) == [export]
   card = (export / "README.md").read_text()
   assert card.startswith("# Intent classifier (convfit)\n")
   assert "ConvFiT Stage 2 (Vulić et al., 2021" in card

@@ -12,7 +12,7 @@ import pytest
 
 from fewshot_nlu.encoders import pretrained, transformer
 from fewshot_nlu.evaluation.span_f1 import SpanCounts
-from fewshot_nlu.train import span_training as retriever_training
+from fewshot_nlu.methods import span_training as retriever_training
 from fewshot_nlu.models.span_decoding import (
   Candidate,
   beam_search,
@@ -312,6 +312,43 @@ def test_slot_retriever_retrieves_its_own_support_span(tiny_bert_dir):
       cosines = (query / np.maximum(np.linalg.norm(query, axis=1, keepdims=True), 1e-12)) @ (
           index / np.linalg.norm(index, axis=1, keepdims=True)).T
       np.testing.assert_allclose([c.score for c, _ in rows[0]], np.clip(cosines.max(1), 0, 1), atol=1e-5)
+
+
+def test_unlabelled_support_spans_reject_the_query_spans_nearest_them(tiny_bert_dir):
+  """With a none margin, a query span is a candidate only when its nearest labelled span is closer (cosine) than
+  its nearest unlabelled one by more than the margin (numpy reference on the same vectors)."""
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  support = [{"tokens": "book a table at an italian restaurant".split(), "tags": "O O O O O B-cuisine O".split()},
+             {"tokens": "set an alarm for seven am".split(), "tags": "O O O O B-time I-time".split()}]
+  query = "book an alarm at seven".split()
+  plain = SlotRetriever(encoder, max_words=3)
+  plain.set_support(support)
+  everything = plain.candidates([query])[0]
+  assert len(everything) == len(enumerate_spans(len(query), 3))
+
+  def unit(x):
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+  others = [[span for span in enumerate_spans(len(u["tokens"]), 3) if span not in {(s, e) for s, e, _ in
+                                                                                   labelled_spans(u["tags"])}]
+            for u in support]
+  unlabelled = unit(np.concatenate(encoder.encode([u["tokens"] for u in support], others)))
+  query_vectors = unit(encoder.encode([query], [[(c.start, c.end) for c, _ in everything]])[0])
+  nearest_none = (query_vectors @ unlabelled.T).max(1)
+  for margin in (0.0, 0.05):
+    retriever = SlotRetriever(encoder, max_words=3, none_margin=margin)
+    retriever.set_support(support)
+    assert len(retriever.none_index) == len(unlabelled)
+    kept = retriever.candidates([query])[0]
+    expected = [c for (c, _), none in zip(everything, nearest_none) if c.score > none + margin + 1e-6]
+    assert [(c.start, c.end, c.label) for c, _ in kept] == [(c.start, c.end, c.label) for c in expected]
+    assert len(kept) < len(everything)  # "book", "at", ... are the support's own unlabelled words
+  # a support utterance's own unlabelled span is nearest itself (cosine 1): never a candidate
+  retriever = SlotRetriever(encoder, max_words=3, none_margin=0.0)
+  retriever.set_support(support)
+  spans = {(c.start, c.end) for c, _ in retriever.candidates([support[1]["tokens"]])[0]}
+  assert (0, 1) not in spans and (4, 6) in spans
 
 
 # ------------------------------------------------------------------------------------------ end to end

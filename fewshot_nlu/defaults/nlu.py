@@ -17,10 +17,13 @@ The parts:
   * ``slots``: a slot filler (``models.slot_filler``) over words that keep their character offsets, starting from
     ``slots.encoder``: ``general`` (the general span encoder ``configs/span_encoder.py`` installs, trained on
     public slot corpora; the untouched MiniLM cut at ``slots.encoder_layers`` when none is installed, said in
-    one line), or a folder. It then learns the user's examples (``train.span_training.fine_tune``: the batch
+    one line), or a folder. It then learns the user's examples (``methods.span_training.fine_tune``: the batch
     softmax over their slot spans against every other span of their utterances) for one of
     ``slots.support_steps`` steps, chosen with the decoding threshold by ``slots.folds``-fold cross-validation
     on the training examples (0 steps, retrieval alone, wins where the examples are too few to learn from).
+    The same cross-validation chooses whether the spans the examples leave unlabelled are indexed as "no slot"
+    (``slots.none_margins``: a span nearer one of them than every labelled span, by the margin, is rejected),
+    a deviation from the Retriever's §5.2, which rejects by the threshold alone.
 """
 
 import ml_collections
@@ -68,7 +71,8 @@ def get_config(intent_method: str = "convfit") -> ml_collections.ConfigDict:
   s.frozen_layers = 1  # mode "encoder": embeddings + this many layers frozen (-1: none)
   s.cosine_scale = 20.0
   s.folds = 4  # cross-validation folds that choose the step count and the threshold
-  s.thresholds = tuple(round(0.40 + 0.025 * i, 3) for i in range(23))  # 0.40 ... 0.95
+  s.none_margins = (0.0, 0.05, 0.1)  # candidate margins of the unlabelled spans (SlotRetriever; (): none indexed)
+  s.thresholds = (0.0, 0.2, 0.3) + tuple(round(0.40 + 0.025 * i, 3) for i in range(23))  # 0 ... 0.95
   s.beam_size = 10
   s.merge_threshold = 0.99
   s.threshold_step = 0.05

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fewshot_nlu.evaluation import prototypes
+from fewshot_nlu.models import prototypes
 from fewshot_nlu.models.protocol import OUT_OF_SCOPE
 
 

@@ -33,7 +33,7 @@ from fewshot_nlu.data import builders
 from fewshot_nlu.data import splits as data_splits
 from fewshot_nlu.data.builders import base, dialogue
 from fewshot_nlu.encoders.sentence import SentenceEncoder
-from fewshot_nlu.evaluation import prototypes
+from fewshot_nlu.models import prototypes
 from fewshot_nlu.evaluation.response_selection import response_selection
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
-"""The method record: every method in one table (``METHODS``), read by ``main`` / ``runner`` (``get_method``:
+"""The method record: every method in one table (``METHODS``), read by ``main`` / ``methods.runner`` (``get_method``:
 ``config.method`` -> a module with ``validate(config)`` and ``run(config, workdir)``), by ``fit``
-(``fit_methods``, ``Method.fit_defaults``), and by the model cards (``Method.paper``). Modules are named by dotted
+(``fit_methods``, ``Method.fit_defaults``), and by the runner for the model cards (``Method.paper``). Modules are named by dotted
 path and imported on demand, so the core imports no wing. A new method is one row here."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ class Method:
   paper: str  # what it is and the paper it follows (model cards)
   fit_name: str | None = None  # its name in fewshot_nlu.fit (None: not trained from a user's examples)
   fit_defaults: str | None = None  # "module:function": function(train examples) -> the config fit starts from
-  kinds: tuple[str, ...] = ()  # the export kinds it writes (models.registry)
+  kinds: tuple[str, ...] = ()  # the export kinds it writes (model_kinds.KINDS)
 
 
 METHODS = {

@@ -8,7 +8,7 @@ decision rule.
     layer); the nearest examples are still returned as evidence. With its training settings (``head``, saved
     in the metadata) ``add_examples`` retrains it on every indexed example, so new intents become predictable
     here too (seconds for logistic regression on a few thousand examples).
-  * ``prototype`` (Prototypical Networks, Snell et al. 2017; ``evaluation.prototypes``): the label whose
+  * ``prototype`` (Prototypical Networks, Snell et al. 2017; ``models.prototypes``): the label whose
     prototype, the unit-length mean of its indexed examples' unit-length vectors, is nearest by cosine (the
     score). Nothing is trained: prototypes follow the index, so added examples count at once. Robust where
     intents have one to three examples (a long-tail pool), where a softmax layer's boundaries are barely
@@ -54,7 +54,7 @@ import numpy as np
 from fewshot_nlu import model_card
 from fewshot_nlu import workdirs
 from fewshot_nlu.encoders.sentence import SentenceEncoder
-from fewshot_nlu.evaluation import prototypes
+from fewshot_nlu.models import prototypes
 from fewshot_nlu.heads import mlp as mlp_head
 from fewshot_nlu.index import Index
 from fewshot_nlu.index import normalize as l2_normalize

@@ -1,4 +1,4 @@
-"""Export kinds -> model classes, resolved lazily: ``load(directory)`` reads any exported model.
+"""Export kinds (``model_kinds.KINDS``) -> model classes, resolved lazily: ``load(directory)`` reads any exported model.
 
 Every model records its ``kind`` in its metadata JSON. An export is recognised by that file's name (each kind
 has its own), and the ``kind`` inside decides the class; exports written before kinds were recorded are
@@ -8,31 +8,11 @@ core never imports a method's package at import time.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import pathlib
 
+from fewshot_nlu.model_kinds import KINDS, Kind  # noqa: F401  (the table; Kind for callers)
 from fewshot_nlu.models import protocol
-
-
-@dataclasses.dataclass(frozen=True)
-class Kind:
-  module: str  # dotted path of the module defining the class
-  cls: str
-  meta_file: str  # the export's metadata JSON
-  description: str
-
-
-KINDS = {
-    "intent_model": Kind("fewshot_nlu.models.intent_model", "IntentModel", "intent_model.json",
-                         "k-NN / MLP intent classifier (baseline, ConvFiT)"),
-    "qaid": Kind("fewshot_nlu.methods.qaid.model", "QAIDModel", "qaid.json", "QAID intent-name retrieval"),
-    "multi_label": Kind("fewshot_nlu.methods.multi_convfit.model", "MultiLabelModel", "multilabel_model.json",
-                        "Multi-ConvFiT multi-label intents"),
-    "nlu": Kind("fewshot_nlu.models.nlu_model", "NLUModel", "nlu.json", "joint intents + slots + out-of-scope"),
-    "slot_filler": Kind("fewshot_nlu.models.slot_filler", "SlotFillerModel", "slot_filler.json",
-                        "Retriever span-retrieval slot filler"),
-}
 
 
 def model_class(kind: str):

@@ -33,7 +33,7 @@ from fewshot_nlu.models import protocol
 from fewshot_nlu.models.protocol import Neighbour, Slot, SlotPrediction
 
 META_FILE = "slot_filler.json"
-METRIC_FILE = "span_metric.npy"  # the span metric learnt on the support set (train.span_training.learn_metric)
+METRIC_FILE = "span_metric.npy"  # the span metric learnt on the support set (methods.span_training.learn_metric)
 WORDS = {"whitespace": lambda text: [m.span() for m in re.finditer(r"\S+", text)],  # SNIPS / ATIS files
          "offsets": word_lib.word_spans}  # punctuation split off (data.words), for raw user text
 SUPPORT_FILE = "support.jsonl"
@@ -41,7 +41,8 @@ SUPPORT_FILE = "support.jsonl"
 
 class SlotFillerModel:
   """Slot scores are §5.2's normalised retrieval scores: the cosine of a query span and a support span (or a
-  label prototype), clipped to [0, 1]."""
+  label prototype), clipped to [0, 1]. With the retriever's ``none_margin``, a span nearer to an unlabelled span
+  of the support utterances than to every labelled one (by the margin) is no slot (``SlotRetriever``)."""
 
   kind = "slot_filler"
 
@@ -117,7 +118,8 @@ class SlotFillerModel:
     offsets = [self.word_spans(t) for t in texts]
     words = [tuple(t[a:b] for a, b in spans) for t, spans in zip(texts, offsets)]
     out = []
-    for text, spans, w, row in zip(texts, offsets, words, self.retriever.candidates(words)):
+    floor = self.threshold - self.decoding["threshold_retries"] * self.decoding["threshold_step"]
+    for text, spans, w, row in zip(texts, offsets, words, self.retriever.candidates(words, floor=floor)):
       by_span = {(c.start, c.end, c.label): (c, p) for c, p in row}
       slots = []
       for span in decode([c for c, _ in row], threshold=self.threshold, **self.decoding):
@@ -164,7 +166,8 @@ class SlotFillerModel:
     self.save_rows(directory)
     meta = {"kind": self.kind, "max_length": enc.max_length, "max_words": self.retriever.max_words,
             "inference": self.retriever.inference, "similarity": self.retriever.similarity,
-            "backend": self.retriever.backend, "threshold": self.threshold, "words": self.words,
+            "backend": self.retriever.backend, "none_margin": self.retriever.none_margin,
+            "threshold": self.threshold, "words": self.words,
             **self.decoding, "labels": self.labels, "notes": self.notes}
     protocol.write_meta(directory, META_FILE, meta)
     model_card.write(directory)
@@ -186,7 +189,8 @@ class SlotFillerModel:
     encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=meta["max_length"],
                           batch_size=batch_size, metric=metric)
     retriever = SlotRetriever(encoder, max_words=meta["max_words"], inference=meta["inference"],
-                              backend=meta["backend"], similarity=meta.get("similarity", "dot"))
+                              backend=meta["backend"], similarity=meta.get("similarity", "dot"),
+                              none_margin=meta.get("none_margin"))  # exports before it: no unlabelled spans
     support = read_support(support) if support is not None else protocol.read_jsonl(directory / SUPPORT_FILE)
     return cls(retriever, support, threshold=meta["threshold"], beam_size=meta["beam_size"],
                merge_threshold=meta["merge_threshold"], threshold_step=meta["threshold_step"],

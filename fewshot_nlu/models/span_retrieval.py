@@ -13,6 +13,14 @@ retrieves by that cosine; ``"dot"`` retrieves by the raw dot product of the trai
 hit's cosine (the two differ when span norms differ; measured in bench/results/retriever.md). With
 ``inference="prototype"`` (the Proto baseline) the index holds one vector per label, the mean of its support
 spans, instead of the spans themselves.
+
+With ``none_margin`` set (not in the paper: the joint NLU model's slot filler, ``methods.nlu``), the retriever also
+indexes every other span of up to ``max_words`` words of the support utterances, the spans the user did *not*
+label, and a query span is a slot candidate only when its nearest labelled span is closer (cosine) than its
+nearest unlabelled one by more than the margin; otherwise it is no candidate. This is the "none" column of the
+batch softmax the encoder learns the support with (``methods.span_training``), used at inference too: the user's
+own utterances say what is no slot, where the threshold alone can only say how close is close enough. Measured
+in bench/results/joint_nlu.md.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from fewshot_nlu.data import batching
 from fewshot_nlu.data.bio import bio_spans
 from fewshot_nlu.encoders import inference, transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
-from fewshot_nlu.evaluation.prototypes import label_means
+from fewshot_nlu.models.prototypes import label_means
 from fewshot_nlu.index import Index
 from fewshot_nlu.index import normalize as l2_normalize
 from fewshot_nlu.models.span_decoding import Candidate, decode, enumerate_spans
@@ -84,7 +92,7 @@ class SpanEncoder:
   def encode(self, word_lists: Sequence[Sequence[str]], spans: Sequence[Sequence[tuple[int, int]]]
              ) -> list[np.ndarray]:
     """Per utterance, a [len(spans[u]), 2H] array: the vectors of its word spans [start, end), through the
-    learnt ``metric`` when there is one (``train.span_training.learn_metric``). A span with a word cut off by
+    learnt ``metric`` when there is one (``methods.span_training.learn_metric``). A span with a word cut off by
     truncation gets a zero vector (it can retrieve nothing with a positive score)."""
     out = []
     for (hidden, pieces), utterance_spans in zip(self.states(word_lists), spans):
@@ -122,14 +130,16 @@ class SlotRetriever:
   """Few-shot slot filling by span retrieval from a support set of BIO-labelled utterances."""
 
   def __init__(self, encoder: SpanEncoder, *, max_words: int = 7, inference: str = "nearest",
-               backend: str = "exact", similarity: str = "cosine"):
+               backend: str = "exact", similarity: str = "cosine", none_margin: float | None = None):
     if inference not in INFERENCE:
       raise ValueError(f"inference {inference!r} unknown; choose one of {INFERENCE}")
     if similarity not in SIMILARITIES:
       raise ValueError(f"similarity {similarity!r} unknown; choose one of {SIMILARITIES}")
     self.encoder, self.max_words, self.inference, self.backend = encoder, max_words, inference, backend
     self.similarity = similarity
+    self.none_margin = none_margin  # None: no unlabelled spans indexed (the paper's retriever)
     self.index: Index | None = None
+    self.none_index: Index | None = None  # the unlabelled spans (unit length), with none_margin
 
   def set_support(self, utterances: Sequence[dict]) -> int:
     """Indexes the labelled spans of ``utterances`` (``{"tokens": [...], "tags": [...]}``), replacing any
@@ -151,10 +161,25 @@ class SlotRetriever:
     if self.similarity == "cosine":
       matrix = l2_normalize(matrix)
     self.index = Index.build(matrix, payloads, metric="dot", backend=self.backend)
+    self.none_index = self._none_index(utterances, gold) if self.none_margin is not None else None
     return len(self.index)
 
-  def candidates(self, word_lists: Sequence[Sequence[str]]) -> list[list[tuple[Candidate, dict]]]:
-    """Per utterance, every span of up to ``max_words`` words as a (Candidate, retrieved payload) pair."""
+  def _none_index(self, utterances: Sequence[dict], gold: Sequence[list[tuple[int, int, str]]]) -> Index | None:
+    """The support utterances' unlabelled spans of up to ``max_words`` words, unit length (None if there are none)."""
+    others = [[span for span in enumerate_spans(len(u["tokens"]), self.max_words)
+               if span not in {(s, e) for s, e, _ in spans}] for u, spans in zip(utterances, gold)]
+    vectors = [v for v in self.encoder.encode([u["tokens"] for u in utterances], others) if len(v)]
+    if not vectors:
+      return None
+    matrix = l2_normalize(np.concatenate(vectors))
+    return Index.build(matrix, [{}] * len(matrix), metric="dot", backend=self.backend)
+
+  def candidates(self, word_lists: Sequence[Sequence[str]], *, floor: float = 0.0
+                 ) -> list[list[tuple[Candidate, dict]]]:
+    """Per utterance, every span of up to ``max_words`` words as a (Candidate, retrieved payload) pair (with
+    ``none_margin``: those closer to a labelled span than to every unlabelled one by more than the margin).
+    ``floor``: only spans scoring at least that (a decoder whose lowest threshold is ``floor`` keeps no other;
+    the unlabelled spans are searched for these alone)."""
     if self.index is None:
       raise ValueError("no support set: call set_support first")
     spans = [enumerate_spans(len(words), self.max_words) for words in word_lists]
@@ -172,9 +197,13 @@ class SlotRetriever:
                * np.linalg.norm(self.index.vectors[items], axis=1).astype(np.float64))
       scores = scores.astype(np.float64)
       cosines = np.clip(np.divide(scores, norms, out=np.zeros_like(scores), where=norms > 0), 0.0, 1.0)
+      kept = cosines >= floor - 1e-9 if floor > 0 else np.ones(len(cosines), bool)
+      if self.none_index is not None and self.none_margin is not None and kept.any():
+        nearest_none = self.none_index.search(l2_normalize(vecs[kept]), 1)[0][:, 0].astype(np.float64)
+        kept[kept] = cosines[kept] > nearest_none + self.none_margin
       out.append([(Candidate(start, end, self.index.payloads[int(item)]["label"], float(cosine)),
                    self.index.payloads[int(item)])
-                  for (start, end), cosine, item in zip(utterance_spans, cosines, items)])
+                  for (start, end), cosine, item, keep in zip(utterance_spans, cosines, items, kept) if keep])
     return out
 
   def predict(self, word_lists: Sequence[Sequence[str]], *, threshold: float, beam_size: int = 10,

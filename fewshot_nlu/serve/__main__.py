@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"error: the server needs the serve extra ({e.name} is missing): pip install 'fewshot_nlu[serve]'",
           file=sys.stderr)
     return errors.EXIT_USER_ERROR
-  from fewshot_nlu import runner
+  from fewshot_nlu.methods import runner
   from fewshot_nlu.defaults import common
   from fewshot_nlu.predict import load_model
   from fewshot_nlu.serve.bodies import Limits

@@ -4,7 +4,7 @@
 filler starts from an encoder that already tells slot values from the words around them. ``data.exclude``
 leaves corpora out (a benchmark on one of them uses an encoder that never saw it).
 
-Training (``train.span_training.train``, the Retriever wing's own loop) follows ``configs/retriever_snips.py``'s
+Training (``methods.span_training.train``, the Retriever wing's own loop) follows ``configs/retriever_snips.py``'s
 deviations from App. A.1: the model cut after ``retriever.encoder_layers`` layers, its embeddings and layer 0
 frozen, "none" spans of each item's utterance in the softmax, s = 20 cos; batches of ``retriever.per_label_batch``
 spans of each of ``retriever.labels_per_batch`` labels drawn per step (the corpora hold ~190 slot types), for
@@ -30,7 +30,7 @@ import numpy as np
 from fewshot_nlu import config_checks, workdirs
 from fewshot_nlu.data import annotated, slot_corpora
 from fewshot_nlu.encoders import pretrained
-from fewshot_nlu.train import span_training
+from fewshot_nlu.methods import span_training
 
 log = logging.getLogger(__name__)
 

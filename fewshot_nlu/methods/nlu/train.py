@@ -36,7 +36,7 @@ from fewshot_nlu.models.nlu_model import NLUModel
 from fewshot_nlu.models.slot_filler import SlotFillerModel
 from fewshot_nlu.models.span_decoding import decode_sweep, to_bio
 from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder
-from fewshot_nlu.train import span_training
+from fewshot_nlu.methods import span_training
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
     raise config_checks.ConfigError(f"config.slots.support_steps: {tuple(s.support_steps)} must be step counts >= 0")
   if not s.thresholds or any(not 0 <= t <= 1 for t in s.thresholds):
     raise config_checks.ConfigError(f"config.slots.thresholds: {tuple(s.thresholds)} must be values in [0, 1]")
+  if any(not 0 <= m < 1 for m in s.get("none_margins", ())):
+    raise config_checks.ConfigError(f"config.slots.none_margins: {tuple(s.none_margins)} must be margins in [0, 1) "
+                                    "(or empty: no unlabelled spans)")
   config_checks.require_choice(config, "slots.mode", span_training.MODES)
   if s.frozen_layers < -1:
     raise config_checks.ConfigError(f"config.slots.frozen_layers: {s.frozen_layers} must be -1 (none) or >= 0")
@@ -113,7 +116,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
 def train_intents(config, workdir: pathlib.Path, data: annotated.Annotated, results: dict):
   """The intent model (``runner.run`` of ``config.intents`` in ``<workdir>/intents``), or None for fewer than two
   intents."""
-  from fewshot_nlu import runner
+  from fewshot_nlu.methods import runner
   rows = [e for e in data.examples if e.intent is not None]
   if len(data.intents) < 2:
     log.info("no intent classifier: the examples hold %d intent(s)", len(data.intents))
@@ -191,27 +194,34 @@ def train_slots(config, data: annotated.Annotated, results: dict) -> SlotFillerM
   base = SpanEncoder(model.config, model.params, model.tokenizer, max_length=s.max_length,
                      batch_size=config.eval.batch_size)
   support = support_of(data.examples)
-  steps, threshold, selection = select(base, support, config)
+  steps, margin, threshold, selection = select(base, support, config)
   encoder = span_training.learn_support(base, support, dataclasses.replace(tuning_of(config), steps=steps),
                                         seed=config.seed)[0]
   notes = {"encoder": source, "learnt": f"{s.mode}: {steps} steps on its support set" if steps else "retrieval alone",
            "threshold": selection["how"]}
-  results["slots"] = {"encoder": source, "support_steps": steps, "threshold": threshold, **selection}
-  return SlotFillerModel(SlotRetriever(encoder, max_words=s.max_words), support, threshold=threshold,
+  if margin is not None:
+    notes["none_margin"] = f"{margin}: a span nearer an unlabelled span of the examples than a labelled one is no slot"
+  results["slots"] = {"encoder": source, "support_steps": steps, "none_margin": margin, "threshold": threshold,
+                      **selection}
+  return SlotFillerModel(SlotRetriever(encoder, max_words=s.max_words, none_margin=margin), support,
+                         threshold=threshold,
                          words="offsets", notes=notes, **decoding_of(config))
 
 
-def select(base: SpanEncoder, support: list[dict], config) -> tuple[int, float, dict]:
-  """(step count, threshold, a record) chosen by cross-validation on the support set: each of ``slots.folds``
-  folds of its utterances with entities is decoded from the rest (which learns for each candidate step count,
-  snapshots of one run), span counts pooled over folds, the best micro F1 wins (ties: fewer steps, the first
-  threshold). Fewer than two utterances with entities: retrieval alone at ``NO_THRESHOLD``."""
+def select(base: SpanEncoder, support: list[dict], config) -> tuple[int, float | None, float, dict]:
+  """(step count, none margin, threshold, a record) chosen by cross-validation on the support set: each of
+  ``slots.folds`` folds of its utterances with entities is decoded from the rest (which learns for each candidate
+  step count, snapshots of one run), for each margin of ``slots.none_margins`` (and None: no unlabelled spans;
+  ``SlotRetriever``) and threshold; span counts pooled over folds, the best micro F1 wins (ties: fewer steps, no
+  margin before the smaller ones, the first threshold). Fewer than two utterances with entities: retrieval alone
+  at ``NO_THRESHOLD``."""
   s = config.slots
   labelled = [i for i, u in enumerate(support) if any(t != "O" for t in u["tags"])]
   steps_grid = sorted(set(s.support_steps))
+  margins = [None, *sorted(set(s.get("none_margins", ())))]
   if len(labelled) < 2:
-    return 0, NO_THRESHOLD, {"how": f"{len(labelled)} utterance(s) with entities: too few to choose; "
-                                    f"retrieval alone at {NO_THRESHOLD}"}
+    return 0, None, NO_THRESHOLD, {"how": f"{len(labelled)} utterance(s) with entities: too few to choose; "
+                                          f"retrieval alone at {NO_THRESHOLD}"}
   # folds over every utterance (those without entities score the spans a model finds where there are none),
   # each holding some with entities
   rng = np.random.default_rng(config.seed)
@@ -219,7 +229,7 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[int, float, 
   count = min(s.folds, len(labelled))
   folds = [np.concatenate(parts) for parts in zip(np.array_split(rng.permutation(labelled), count),
                                                   np.array_split(rng.permutation(others).astype(int), count))]
-  counts = [[SpanCounts() for _ in s.thresholds] for _ in steps_grid]
+  counts = [[[SpanCounts() for _ in s.thresholds] for _ in margins] for _ in steps_grid]
   tuning = tuning_of(config)
   decoding = decoding_of(config)
   for f, held in enumerate(folds):
@@ -230,16 +240,19 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[int, float, 
       continue
     for k, encoder in enumerate(span_training.learn_support(base, train, tuning, seed=config.seed + f,
                                                             snapshots=steps_grid)):
-      retriever = SlotRetriever(encoder, max_words=s.max_words)
+      retriever = SlotRetriever(encoder, max_words=s.max_words, none_margin=margins[-1])
       retriever.set_support(train)
-      for q, row in zip(queries, retriever.candidates([q["tokens"] for q in queries])):
-        for t, spans in enumerate(decode_sweep([c for c, _ in row], s.thresholds, **decoding)):
-          counts[k][t].add(q["tags"], to_bio(spans, len(q["tokens"])))
-  f1 = np.array([[c.f1 for c in row] for row in counts])
-  k, t = np.unravel_index(int(np.argmax(f1)), f1.shape)
-  return steps_grid[k], float(s.thresholds[t]), {
+      for j, margin in enumerate(margins):
+        retriever.none_margin = margin
+        for q, row in zip(queries, retriever.candidates([q["tokens"] for q in queries])):
+          for t, spans in enumerate(decode_sweep([c for c, _ in row], s.thresholds, **decoding)):
+            counts[k][j][t].add(q["tags"], to_bio(spans, len(q["tokens"])))
+  f1 = np.array([[[c.f1 for c in row] for row in by_margin] for by_margin in counts])
+  k, j, t = np.unravel_index(int(np.argmax(f1)), f1.shape)
+  return steps_grid[k], margins[j], float(s.thresholds[t]), {
       "how": f"{count}-fold cross-validation on the {len(support)} training utterances ({len(labelled)} with entities)",
-      "cv_f1_by_steps": {str(n): round(float(row.max()), 2) for n, row in zip(steps_grid, f1)}}
+      "cv_f1_by_steps": {str(n): round(float(row.max()), 2) for n, row in zip(steps_grid, f1)},
+      "cv_f1_by_none_margin": {str(m): round(float(f1[:, i].max()), 2) for i, m in enumerate(margins)}}
 
 
 # -------------------------------------------------------------------------------------------- evaluation

@@ -43,9 +43,9 @@ from fewshot_nlu.data import splits, tsv
 from fewshot_nlu.encoders import pretrained, st_modules
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.evaluation import knn
-from fewshot_nlu.evaluation.prototypes import label_means
+from fewshot_nlu.models.prototypes import label_means
 from fewshot_nlu.index import Index
-from fewshot_nlu.train import span_training as retriever_training
+from fewshot_nlu.methods import span_training as retriever_training
 from fewshot_nlu.models.span_retrieval import INFERENCE
 from fewshot_nlu.models.intent_model import IntentModel
 from fewshot_nlu.train import run as train_run

@@ -52,7 +52,7 @@ from fewshot_nlu.evaluation.span_f1 import SpanCounts
 from fewshot_nlu.models.slot_filler import SlotFillerModel
 from fewshot_nlu.models.span_decoding import decode_sweep, to_bio
 from fewshot_nlu.models.span_retrieval import INFERENCE, SIMILARITIES, SlotRetriever, SpanEncoder
-from fewshot_nlu.train import span_training
+from fewshot_nlu.methods import span_training
 
 log = logging.getLogger(__name__)
 

@@ -102,5 +102,6 @@ def run(config, workdir: str | pathlib.Path, overwrite: bool = False, command: s
         workdirs.release(workdir)
       raise
     if jax.process_index() == 0:
-      model_card.write_run_cards(workdir, config=config, results=results, command=command)
+      model_card.write_run_cards(workdir, config=config, results=results, command=command,
+                                 paper=METHODS[config.method].paper)
     return results
