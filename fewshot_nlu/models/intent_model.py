@@ -167,6 +167,14 @@ class IntentModel:
         self.encoder.encode(texts, show_progress=show_progress), neighbours=neighbours, reject=reject,
         threshold=threshold))
 
+  def predict_with_scores(self, texts: Sequence[str], *, neighbours: int = 3, reject: bool = False,
+                          threshold: float | None = None) -> tuple[list[Prediction], np.ndarray]:
+    """``predict`` and ``scores`` of the same (non-blank) texts from one encoding: what the joint NLU model needs
+    for an intent, its evidence and its ranking."""
+    vectors = self.encoder.encode(protocol.text_list(texts))
+    return (self.predict_from(vectors, neighbours=neighbours, reject=reject, threshold=threshold),
+            self.scores_from(vectors))
+
   def predict_from(self, vectors: np.ndarray, *, neighbours: int = 3, reject: bool = False,
                    threshold: float | None = None) -> list[Prediction]:
     """``predict`` for texts already encoded with ``self.encoder``."""

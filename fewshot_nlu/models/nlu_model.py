@@ -125,13 +125,8 @@ class NLUModel:
     ranking: list[tuple] = [()] * len(texts)
     if self.intents is not None:
       options = {"reject": True, "threshold": threshold} if reject else {}
-      if hasattr(self.intents, "scores_from"):  # one encoding for the intent, its evidence and the ranking
-        vectors = self.intents.encoder.encode(texts)
-        intents = self.intents.predict_from(vectors, neighbours=neighbours, **options)
-        scores = self.intents.scores_from(vectors)
-      else:
-        intents = self.intents.predict(texts, neighbours=neighbours, **options)
-        scores = self.intents.scores(texts)
+      # one encoding (ConvFiT) or scoring pass (QAID) for the intent, its evidence and the ranking
+      intents, scores = self.intents.predict_with_scores(texts, neighbours=neighbours, **options)
       order = np.argsort(-scores, axis=1, kind="stable")[:, :RANKING]
       labels = self.labels  # a property that copies the intent model's labels: once per call, not per entry
       ranking = [tuple((labels[c], _finite(row[c])) for c in top) for row, top in zip(scores, order)]

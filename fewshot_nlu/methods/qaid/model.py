@@ -287,8 +287,19 @@ class QAIDModel:
            if reject or threshold is not None else None)
     return protocol.predict_texts(texts, lambda texts: self._predict(texts, neighbours, show_progress, cut))
 
+  def predict_with_scores(self, texts: Sequence[str], *, neighbours: int = 3, reject: bool = False,
+                          threshold: float | None = None) -> tuple[list[Prediction], np.ndarray]:
+    """``predict`` and ``scores`` of the same (non-blank) texts from one scoring pass: what the joint NLU model
+    needs for an intent and its ranking."""
+    cut = (rejection.resolve_threshold(self.rejection, threshold, f"this {self.kind} model")
+           if reject or threshold is not None else None)
+    scores, rows = self.row_scores(protocol.text_list(texts))
+    return self._from_rows(scores, rows, neighbours, cut), self.label_scores(scores, rows)
+
   def _predict(self, texts: list[str], neighbours: int, show_progress: bool, cut: float | None) -> list[Prediction]:
-    scores, rows = self.row_scores(texts, show_progress=show_progress)
+    return self._from_rows(*self.row_scores(texts, show_progress=show_progress), neighbours, cut)
+
+  def _from_rows(self, scores: np.ndarray, rows: np.ndarray, neighbours: int, cut: float | None) -> list[Prediction]:
     depth = min(max(neighbours, 1), len(rows))
     top = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
     out = []
