@@ -6,7 +6,11 @@ from __future__ import annotations
 import pathlib
 
 from configs import dse_pretrain, qaid_banking77
-from tests import test_convfit, test_dse, test_main, test_multi_convfit, test_qaid, test_stage1_reddit
+from tests import test_main
+from tests.methods.convfit import test_stage1, test_stage2
+from tests.methods.dse import test_train as test_dse
+from tests.methods.multi_convfit import test_train as test_multi_convfit
+from tests.methods.qaid import test_train as test_qaid
 
 
 def intent_mneg(data: str, model: str):
@@ -26,7 +30,7 @@ def intent_mneg_packed(data: str, model: str):
 
 def convfit(data: str, model: str):
   """ConvFiT Stage 2 (OCL, per-label batches, length groups) + 1-NN on a 4-intent toy folder."""
-  config = test_convfit._stage2_config(pathlib.Path(data), model)
+  config = test_stage2._stage2_config(pathlib.Path(data), model)
   config.stage2.length_groups = 1
   return config
 
@@ -56,7 +60,7 @@ def dse(data: str, model: str):
 
 def convfit_stage1(data: str, model: str):
   """ConvFiT Stage 1 with the pod config (bf16, FSDP over every device) on toy Reddit pairs."""
-  config = test_stage1_reddit.pod_config(model, pathlib.Path(data), pathlib.Path(data))
+  config = test_stage1.pod_config(model, pathlib.Path(data), pathlib.Path(data))
   config.mesh.fsdp = 4
   return config
 
@@ -64,8 +68,8 @@ def convfit_stage1(data: str, model: str):
 
 def retriever(data: str, model: str):
   """Retriever slot filling (SNIPS protocol, fold 2 of a toy SNIPS: per-label batches, development selection)."""
-  from tests import test_retriever
-  config = test_retriever._config()
+  from tests.methods.retriever import helpers as retriever_helpers
+  config = retriever_helpers._config()
   config.model.name, config.model.max_length = model, 32
   config.data.raw_dir = data
   config.data.folds = (2,)

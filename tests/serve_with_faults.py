@@ -1,5 +1,5 @@
 """``python -m tests.serve_with_faults MARKER [serve arguments]``: ``python -m fewshot_nlu.serve`` with two faults
-planted for test_serve, and nothing else changed:
+planted for serve/test_main, and nothing else changed:
 
   * a model bug: ``predict`` raises RuntimeError when asked about the text ``__boom__``;
   * a slow persist: the first ``vectors.npy`` written while serving (by ``save_rows``, the new index's first

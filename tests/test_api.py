@@ -1,7 +1,8 @@
 """The Python API (``fewshot_nlu.fit`` / ``fewshot_nlu.load``): every method end to end on toy data with the tiny
-random model (a couple of training steps each), the input forms (lists, DataFrame, CSV, JSONL) giving the very
-same training files, bad input named by row / file and line, overrides checked like ``main``'s, the workdir's
-resume / refuse rules, and the same defaults as ``configs/*.py``."""
+random model (a couple of training steps each), label sets meaning multi-label in every input form, bad input
+named by row / file and line, overrides checked like ``main``'s, the workdir's resume / refuse rules, and the same
+defaults as ``configs/*.py`` (configs/default.py is ConvFiT's shipped config). The input forms giving the very
+same training files: data/test_user_examples."""
 
 from __future__ import annotations
 
@@ -19,11 +20,8 @@ from fewshot_nlu.data import user_examples
 from fewshot_nlu.errors import DataError, MissingDataFile
 from fewshot_nlu.models.protocol import LabelSetPrediction, Model, Prediction
 from fewshot_nlu.workdirs import WorkdirMismatch
-from tests import tiny
+from tests.api_helpers import C, LABELS, TEXTS
 
-C = tiny.CORPUS
-TEXTS = C  # 4 intents x 3 utterances
-LABELS = ["bank"] * 3 + ["music"] * 3 + ["misc"] * 3 + ["chat"] * 3
 LABEL_SETS = [["bank"], ["bank", "chat"], ["bank"], ["music"], ["music"], [], ["misc"], ["misc", "music"], ["misc"],
               ["chat"], ["chat"], ["chat", "bank"]]
 VALID = ([C[1], C[4], C[10]], ["bank", "music", "chat"])
@@ -137,30 +135,6 @@ def test_fit_from_a_csv_file_without_a_workdir(tiny_bert_dir, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ input forms
-
-def _same_table(examples_a, examples_b, root):
-  return (user_examples.write_table({"train": examples_a}, root) ==
-          user_examples.write_table({"train": examples_b}, root))
-
-
-def test_lists_csv_jsonl_and_dataframe_give_the_same_training_files(tmp_path):
-  from_lists = user_examples.read(TEXTS, LABELS)
-  csv = tmp_path / "t.csv"
-  csv.write_text("id,text,label\n" + "".join(f'{i},"{t}",{l}\n' for i, (t, l) in enumerate(zip(TEXTS, LABELS))))
-  jsonl = tmp_path / "t.jsonl"
-  jsonl.write_text("".join(json.dumps({"text": t, "label": l}) + "\n" for t, l in zip(TEXTS, LABELS)))
-  forms = [user_examples.read(csv), user_examples.read(str(jsonl))]
-  pandas = pytest.importorskip("pandas")
-  forms.append(user_examples.read(pandas.DataFrame({"utterance": TEXTS, "intent": LABELS}), text_column="utterance",
-                                  label_column="intent"))
-  for examples in forms:
-    assert (examples.texts, examples.labels, examples.multi_label) == (from_lists.texts, from_lists.labels, False)
-    assert _same_table(examples, from_lists, tmp_path / "cache")
-  folder = user_examples.write_table({"train": from_lists}, tmp_path / "cache")
-  mtime = (folder / "train.jsonl").stat().st_mtime_ns
-  assert user_examples.write_table({"train": forms[0]}, tmp_path / "cache") == folder
-  assert (folder / "train.jsonl").stat().st_mtime_ns == mtime  # same examples: the file is left alone
-
 
 def test_label_sets_mean_multi_label_in_every_form(tmp_path):
   lists = user_examples.read(TEXTS, LABEL_SETS)
@@ -372,3 +346,21 @@ def test_a_method_added_through_the_record_alone_is_fit_and_carded(tiny_bert_dir
   assert model.results["method"] == "fake" and model.results["num_pool"] == len(TEXTS)
   assert set(model.labels) == set(LABELS)
   assert "A fake method (Nobody et al., 2026)" in (tmp_path / "run" / "export" / "README.md").read_text()
+
+
+def test_one_convfit_default_everywhere():
+  """configs/default.py (the README's first command) is ConvFiT's shipped BANKING77 10-shot config, and
+  ``fit(..., method="convfit")`` trains the same model on 10-shot examples: every training, Stage 2 and model
+  field equal (the two differ only in where the data comes from and in the development split ``fit`` has not)."""
+  from configs import convfit_banking77, default
+  from fewshot_nlu import api
+  from fewshot_nlu.data.user_examples import Examples
+  ours, shipped = _flat(default.get_config().to_dict()), _flat(convfit_banking77.get_config("10").to_dict())
+  assert ours == shipped and ours["train.frozen_prefix_layers"] == -1 and ours["method"] == "convfit"
+  texts = [f"utterance {i}" for i in range(30)]
+  fitted = _flat(api.default_config("convfit", Examples(tuple(texts), tuple(f"intent{i % 3}" for i in range(30)),
+                                                        False, "test")).to_dict())
+  training = ("train.", "stage2.", "model.", "classifier.kind", "classifier.candidates", "classifier.space",
+              "classifier.linear")
+  differ = {k for k in ours.keys() | fitted.keys() if k.startswith(training) and ours.get(k) != fitted.get(k)}
+  assert not differ, differ

@@ -3,7 +3,8 @@ works now. ``fit`` with the shipped defaults on a handful of intents (batch geom
 the run's config; no checkpoints left behind), the default job on a folder with only ``train`` and ``test``, a
 failed run that does not claim its workdir, one check of examples for ``fit`` / ``add_examples`` / ``predict``
 / ``scores`` / ``load``, errors in the caller's spelling, and no TFDS chatter. The server's side of the issue
-(CSRF, foreign hosts, API key, read-only, the persist lock, bad JSON) is in test_serve_security / test_serve."""
+(CSRF, foreign hosts, API key, read-only, the persist lock, bad JSON) is in serve/test_security /
+serve/test_main."""
 
 from __future__ import annotations
 

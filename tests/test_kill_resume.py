@@ -19,8 +19,8 @@ import pytest
 import safetensors.numpy
 
 from tests import tiny
+from tests.reliability_helpers import REPO
 from tests.test_main import _toy_dataset
-from tests.test_reliability import REPO
 
 pytestmark = pytest.mark.slow
 KILLS = 4

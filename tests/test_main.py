@@ -1,4 +1,5 @@
-"""The entry point: config errors before any compile, and end-to-end runs (tiny model; real MiniLM)."""
+"""The entry point: config errors before any compile, a refused run reported in one line with status 2, and
+end-to-end runs (tiny model; real MiniLM)."""
 
 import json
 import os
@@ -6,12 +7,14 @@ import re
 import pathlib
 import subprocess
 import sys
+import types
 
 import pytest
 
-from fewshot_nlu import main, predict
+from fewshot_nlu import errors, main, predict, workdirs
 from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.train import loop
 from tests import report_checks, tiny
 from tests.conftest import SHARED_DATA
 
@@ -144,3 +147,32 @@ def test_end_to_end_real_minilm_on_banking77_subset(tmp_path):
   results = main.run(config, tmp_path / "run")
   assert results["num_pool"] == 80 and results["num_eval"] == 8 * 40
   assert results["accuracy"] > 0.6, results  # chance is 0.125; untouched MiniLM is ~0.9 here
+
+
+@pytest.mark.parametrize("error", [loop.TrainingDiverged("training diverged at step 3: loss is nan; lower it"),
+                                   workdirs.WorkdirBusy("--workdir=w is in use by another run (pid 1)"),
+                                   workdirs.WorkdirMismatch("--workdir=w holds a run of another config"),
+                                   errors.DataError("d/train/seq.in:3: empty line"),
+                                   ConfigError("config.x: bad")])
+def test_main_reports_a_refused_run_in_one_line_with_status_2(monkeypatch, capsys, error):
+  def run(config, workdir, overwrite, command=None, explicit=None):
+    raise error
+  monkeypatch.setattr(main, "run", run)
+  monkeypatch.setattr(main, "FLAGS", types.SimpleNamespace(config=None, workdir="w", overwrite=False, verbose=False))
+  monkeypatch.setattr(main, "explicit_fields", lambda: [])
+  with pytest.raises(SystemExit) as exit_info:
+    main.main(["main"])
+  assert exit_info.value.code == 2
+  assert capsys.readouterr().err == f"error: {error}\n"
+
+
+def test_verbose_shows_the_traceback_and_a_bug_keeps_its_traceback(monkeypatch):
+  def run(config, workdir, overwrite, command=None, explicit=None):
+    raise error
+  monkeypatch.setattr(main, "run", run)
+  for error, verbose in ((ConfigError("config.x: bad"), True), (KeyError("a bug"), False)):
+    monkeypatch.setattr(main, "explicit_fields", lambda: [])
+    monkeypatch.setattr(main, "FLAGS", types.SimpleNamespace(config=None, workdir="w", overwrite=False,
+                                                             verbose=verbose))
+    with pytest.raises(type(error)):
+      main.main(["main"])

@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from tests import test_main, test_multi_convfit, test_stage1_reddit, tiny
-from tests.test_dse import _toy_data
-from tests.test_retriever import write_toy_snips
+from tests import test_main, tiny
+from tests.methods.convfit.test_stage1 import write_toy_reddit
+from tests.methods.dse.test_train import _toy_data
+from tests.methods.multi_convfit.test_train import write_toy_multilabel
+from tests.methods.retriever.helpers import write_toy_snips
 
 REPO = pathlib.Path(__file__).parents[1]
 # The default run covers the three ways batches are built (in-batch rows, per-label batches, the Retriever's
@@ -45,11 +47,11 @@ def toy_methods(root: pathlib.Path, tiny_bert_dir) -> dict[str, tuple[str, str]]
   c = tiny.CORPUS
   intents = test_main._toy_dataset(root / "intents", {"bank": c[0:3], "music": c[3:6], "misc": c[6:9],
                                                       "chat": c[9:12]}, {"bank": c[4:5], "music": c[11:12]})
-  multi = test_multi_convfit.write_toy_multilabel(root / "MULTI")
+  multi = write_toy_multilabel(root / "MULTI")
   dialogues = _toy_data(root / "dialogues")
   reddit = root / "reddit"
   reddit.mkdir()
-  test_stage1_reddit.write_toy_reddit(reddit)
+  write_toy_reddit(reddit)
   snips = write_toy_snips(root / "snips")
   model = str(tiny_bert_dir)
   arguments = {"intents": (str(intents), model), "multi": (str(multi), model), "dialogues": (str(dialogues), model),

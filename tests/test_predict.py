@@ -3,7 +3,8 @@ exports written before kinds were), and ``python -m fewshot_nlu.predict`` answer
 writes: k-NN / MLP intents (baseline, ConvFiT), QAID, Multi-ConvFiT label sets and the Retriever slot filler.
 Exports are built from the tiny random model directly, and the SNIPS slot-filling protocol is run for real
 (frozen encoder, cheap) for its export. The other methods' real exports are answered by the CLI in their own
-end-to-end tests (test_main: baseline; test_convfit: ConvFiT k-NN; test_qaid; test_multi_convfit)."""
+end-to-end tests (test_main: baseline; methods/convfit/test_stage2: ConvFiT k-NN; methods/qaid/test_train;
+methods/multi_convfit/test_train). Its outputs stay aligned with its inputs."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder
 from fewshot_nlu.models import protocol
 from fewshot_nlu.models.intent_model import IntentModel
 from tests import tiny
+from tests.reliability_helpers import toy  # noqa: F401  (toy: fixture)
 
 TEXTS = tiny.CORPUS[:6]
 LABELS = ["bank", "weather", "food", "music", "bank", "bank"]
@@ -258,7 +260,7 @@ def test_slot_filler_answers_from_a_support_folder_given_on_the_command_line(tin
 def test_snips_protocol_exports_a_slot_filler(tiny_bert_dir, tmp_path, capsys):
   from fewshot_nlu.data import splits
   from fewshot_nlu.data.builders.slots import load_episodes
-  from tests.test_retriever import _config, write_toy_snips
+  from tests.methods.retriever.helpers import _config, write_toy_snips
   raw = write_toy_snips(tmp_path / "raw")
   config = _config()
   config.model.name, config.model.max_length = str(tiny_bert_dir), 32
@@ -281,3 +283,21 @@ def test_snips_protocol_exports_a_slot_filler(tiny_bert_dir, tmp_path, capsys):
   code, out, _ = _run(["--model", str(export), query], capsys)
   lines = out.splitlines()
   assert code == 0 and lines[0] == query and len(lines[1].split()) == 1 + len(first["query"][0]["tokens"])
+
+
+def test_predict_keeps_inputs_and_outputs_aligned_and_checks_paths_first(toy, tmp_path, capsys):
+  main.run(toy, tmp_path / "run")  # the baseline's export
+  export = str(tmp_path / "run" / "export")
+  queries = tmp_path / "queries.txt"
+  queries.write_text("my card is lost\n\n   \nplay some music\n")
+  out = tmp_path / "out.jsonl"
+  assert predict.main(["--model", export, "--input", str(queries), "--output", str(out)]) == 0
+  rows = [json.loads(line) for line in out.read_text().splitlines()]
+  assert [r["text"] for r in rows] == ["my card is lost", "", "", "play some music"]
+  assert [r.get("empty", False) for r in rows] == [False, True, True, False]
+  assert "label" in rows[0] and "label" in rows[3]
+  assert predict.main(["--model", "/no/such/model", "--output", str(tmp_path / "no" / "out.jsonl"), "x"]) == 2
+  assert capsys.readouterr().err.strip().splitlines()[-1] == (
+      f"error: --output {tmp_path / 'no' / 'out.jsonl'}: folder {tmp_path / 'no'} does not exist")
+  assert predict.main(["--model", export, "fine", ""]) == 2
+  assert capsys.readouterr().err.strip() == "error: utterance 2 on the command line is empty; give words to classify"

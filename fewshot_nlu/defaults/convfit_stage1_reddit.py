@@ -24,7 +24,7 @@ What makes it pod-shaped (all on the same code path as configs/convfit_stage1.py
 
 Deviations from the paper (§3): batch 4096 instead of 256 (more negatives per step, 16x fewer steps per epoch;
 the learning rate stays at 2e-5); 1 epoch over whatever share of Reddit is in ``data.raw_dir`` (the paper:
-2 epochs over ~2% of Reddit). The 8-fake-device CPU test (tests/test_stage1_reddit.py) runs this config with
+2 epochs over ~2% of Reddit). The 8-fake-device CPU test (tests/methods/convfit/test_stage1.py) runs this config with
 a tiny model and batch 16 and resumes it.
 """
 

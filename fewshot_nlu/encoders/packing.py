@@ -12,7 +12,7 @@ tokens); here, what the encoder needs to treat a packed row as separate utteranc
 
 A packed batch side is ``{"ids": [R, L] (or cached prefix states [R, L, H]), "owner": [R, L], "offsets": [R, L]}``
 (``batching.pack_rows``); ``encode`` returns one vector per utterance. The result equals encoding the utterances
-one by one (tests/test_frozen_prefix.py checks it to 1e-5), so packing changes cost, not the model.
+one by one (tests/encoders/test_packing.py checks it to 1e-5), so packing changes cost, not the model.
 """
 
 from __future__ import annotations

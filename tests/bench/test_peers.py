@@ -1,0 +1,68 @@
+"""bench/peers.py's long-tail pools and their per-count accuracy, on a hand-written HWU64-shaped folder."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import sys
+from collections import Counter
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "bench"))  # bench scripts import their siblings
+
+from bench import peers  # noqa: E402
+
+INTENTS = [f"intent_{i}" for i in range(7)]
+
+
+@pytest.fixture()
+def data_dir(tmp_path, monkeypatch):
+  monkeypatch.setenv("FEWSHOT_NLU_TFDS_DIR", str(tmp_path / "tfds"))
+  root = tmp_path / "data"
+  for split, per_intent in (("train", 12), ("valid", 2), ("test", 3), ("train_5", 2), ("train_10", 2)):
+    folder = root / "HWU64" / split
+    folder.mkdir(parents=True)
+    rows = [(f"{split} utterance {n} of {intent}", intent) for intent in INTENTS for n in range(per_intent)]
+    (folder / "seq.in").write_text("".join(t + "\n" for t, _ in rows))
+    (folder / "label").write_text("".join(l + "\n" for _, l in rows))
+  return root
+
+
+def _pool(folder: pathlib.Path) -> list[tuple[str, str]]:
+  texts = (folder / "train_skewed" / "seq.in").read_text().splitlines()
+  return list(zip(texts, (folder / "train_skewed" / "label").read_text().splitlines()))
+
+
+def test_skewed_folder_deals_the_counts_over_the_intents_from_train(data_dir, tmp_path):
+  folder = peers.skewed_folder("hwu64", 0, str(data_dir), tmp_path / "pools")
+  pool = _pool(folder)
+  counts = Counter(label for _, label in pool)
+  assert sorted(counts.values()) == sorted(peers.SKEW_COUNTS + peers.SKEW_COUNTS[:2])  # 7 intents: 1,2,3,5,10,1,2
+  assert set(counts) == set(INTENTS)
+  train = set(zip((data_dir / "HWU64/train/seq.in").read_text().splitlines(),
+                  (data_dir / "HWU64/train/label").read_text().splitlines()))
+  assert set(pool) <= train and len(set(pool)) == len(pool)
+  for split in ("valid", "test"):
+    assert (folder / split).resolve() == (data_dir / "HWU64" / split).resolve()
+  # written once per seed: the same pool again; another seed deals other counts or other utterances
+  assert _pool(peers.skewed_folder("hwu64", 0, str(data_dir), tmp_path / "pools")) == pool
+  assert _pool(peers.skewed_folder("hwu64", 1, str(data_dir), tmp_path / "pools")) != pool
+
+
+def test_pool_and_test_read_the_folder_through_the_intent_folder_builder(data_dir, tmp_path):
+  pool, test, raw_dir = peers.pool_and_test("hwu64", peers.SKEWED, 0, str(data_dir), tmp_path / "pools")
+  assert raw_dir and len(pool.texts) == 1 + 2 + 3 + 5 + 10 + 1 + 2
+  assert len(test.texts) == 3 * len(INTENTS)
+  published, _, none = peers.pool_and_test("hwu64", "5", 0, str(data_dir), tmp_path / "pools")
+  assert none == "" and len(published.texts) == 2 * len(INTENTS)
+
+
+def test_correct_by_train_count_and_rare_accuracy():
+  pool = ["a", "b", "b", "c", "c", "c", "c", "c"]  # a: 1 example, b: 2, c: 5
+  gold = ["a", "a", "b", "c", "c", "d"]
+  predicted = ["a", "b", "b", "c", "a", "d"]
+  by_count = peers.correct_by_train_count(pool, gold, predicted)
+  assert by_count == {"0": [1, 1], "1": [1, 2], "2": [1, 1], "5": [1, 2]}
+  assert peers.rare_accuracy(by_count) == pytest.approx(2 / 3)  # intents with 1-3 examples: a (1 of 2), b (1 of 1)
+  assert math.isnan(peers.rare_accuracy({"5": [3, 4]}))

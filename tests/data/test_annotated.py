@@ -1,0 +1,117 @@
+"""Annotated examples in the forms teams keep them (data.annotated): Rasa nlu.yml, JSON lines / CSV with character
+spans, seq.in / seq.out / label folders; errors that name the file, the line and the field."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pathlib
+
+import pytest
+
+from fewshot_nlu.data import annotated
+from fewshot_nlu.errors import DataError, MissingDataFile
+
+RASA = """version: "3.1"
+nlu:
+- intent: order_pizza
+  examples: |
+    - I'd like a [large](size) [pepperoni](topping) pizza, please!
+    - two [margherita]{"entity": "topping", "role": "extra"} pizzas to [10 Downing St.](address)
+    - can I get a [medium](size) [veggie](topping:vegetarian)?
+- intent: greet
+  examples: |
+    - hi
+- synonym: vegetarian
+  examples: |
+    - veg
+- regex: zipcode
+  examples: |
+    - \\d{5}
+- lookup: city
+  examples: |
+    - london
+"""
+
+
+def test_rasa_nlu_yml_gives_text_intent_and_entities_at_exact_offsets(tmp_path, caplog):
+  path = tmp_path / "nlu.yml"
+  path.write_text(RASA)
+  with caplog.at_level(logging.WARNING):
+    data = annotated.read(path)
+  assert "not used: regex zipcode; lookup city" in caplog.text
+  first, second, third, greet = data.examples
+  assert first.text == "I'd like a large pepperoni pizza, please!" and first.intent == "order_pizza"
+  assert [(first.text[e.start:e.end], e.entity, e.value) for e in first.entities] == [
+      ("large", "size", "large"), ("pepperoni", "topping", "pepperoni")]
+  assert first.where == f"{path}:5" and greet.where == f"{path}:10" and greet.entities == ()
+  assert [(e.label, e.value) for e in second.entities] == [("topping:extra", "margherita"), ("address", "10 Downing St.")]
+  assert [(e.entity, e.value) for e in third.entities] == [("size", "medium"), ("topping", "vegetarian")]
+  assert data.synonyms == {"veg": "vegetarian"} and data.intents == ["greet", "order_pizza"]
+  spans, tokens, tags = annotated.to_bio(second)
+  assert tokens == ["two", "margherita", "pizzas", "to", "10", "Downing", "St", "."]
+  assert tags == ["O", "B-topping:extra", "O", "O", "B-address", "I-address", "I-address", "I-address"]
+  assert annotated.split_label("topping:extra") == ("topping", "extra")
+
+
+def test_a_synonym_maps_an_unmarked_value():
+  data = annotated.read([{"text": "a veg one", "intent": "x", "entities": [{"start": 2, "end": 5, "entity": "t"}]}])
+  assert data.examples[0].entities[0].value == "veg"  # no synonyms given: the text itself
+  ex = annotated.example("a VEG one", "x", [{"start": 2, "end": 5, "entity": "t"}], "w", {"veg": "vegetarian"})
+  assert ex.entities[0].value == "vegetarian"
+
+
+def test_jsonl_csv_and_a_joint_folder_read_alike(tmp_path):
+  rows = [{"text": "book a table for two at 7pm", "intent": "book",
+           "entities": [{"start": 17, "end": 20, "entity": "people"}, {"start": 24, "end": 27, "entity": "time"}]},
+          {"text": "hello", "intent": "greet", "entities": []}]
+  (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+  (tmp_path / "a.csv").write_text("text,intent,entities\n" + "".join(
+      f"\"{r['text']}\",{r['intent']},\"{json.dumps(r['entities']).replace(chr(34), chr(34) * 2)}\"\n" for r in rows))
+  folder = tmp_path / "joint"
+  folder.mkdir()
+  (folder / "seq.in").write_text("book a table for two at 7pm\nhello\n")
+  (folder / "seq.out").write_text("O O O O B-people O B-time\nO\n")
+  (folder / "label").write_text("book\ngreet\n")
+  read = [annotated.read(p).examples for p in (tmp_path / "a.jsonl", tmp_path / "a.csv", folder)]
+  as_dicts = [[e.to_dict() for e in examples] for examples in read]
+  assert as_dicts[0] == as_dicts[1] == as_dicts[2]
+  assert as_dicts[0][0]["entities"][0] == {"start": 17, "end": 20, "entity": "people", "value": "two"}
+  assert annotated.read(rows).examples[0].to_dict() == as_dicts[0][0]
+
+
+@pytest.mark.parametrize("entities,message", [
+    ([{"start": 3, "end": 99, "entity": "x"}], r"a.jsonl:1: field 'entities\[0\]': characters \[3, 99\) are not a "
+                                               r"span of the 10-character text"),
+    ([{"start": 0, "end": 4, "entity": "x"}, {"start": 2, "end": 6, "entity": "y"}], r"a.jsonl:1: entities 'x' .* overlap"),
+    ([{"start": 0, "end": 4}], r"a.jsonl:1: field 'entities\[0\]': expected an object with start, end and entity"),
+    ([{"start": "0", "end": 4, "entity": "x"}], "start and end must be integers"),
+    ([{"start": 0, "end": 4, "entity": "two words"}], "entity 'two words' must be a non-empty name"),
+    ([{"start": 0, "end": 4, "entity": "x", "colour": 1}], "unknown key 'colour'"),
+    ([{"start": 4, "end": 5, "entity": "x"}], r"characters \[4, 5\) hold only whitespace"),
+])
+def test_bad_annotations_name_the_file_line_and_field(tmp_path, entities, message):
+  path = tmp_path / "a.jsonl"
+  path.write_text(json.dumps({"text": "book it now", "intent": "b", "entities": entities})[:-1].replace(
+      "book it now", "book table") + "}\n")
+  with pytest.raises(DataError, match=message):
+    annotated.read(path)
+
+
+def test_rasa_errors_name_the_line(tmp_path):
+  bad = tmp_path / "nlu.yml"
+  bad.write_text("nlu:\n- intent: a\n  examples: |\n    - fine\n    not a list item\n")
+  with pytest.raises(DataError, match=r"nlu.yml:5: an example line starts with '- '"):
+    annotated.read(bad)
+  bad.write_text("nlu:\n- intent: a\n  examples: |\n    - book [two]{\"role\": \"x\"} now\n")
+  with pytest.raises(DataError, match=r"nlu.yml:4: annotation .* must name its \"entity\""):
+    annotated.read(bad)
+  bad.write_text("nlu:\n  - intent: [oops\n")
+  with pytest.raises(DataError, match=r"nlu.yml:\d+: not valid YAML"):
+    annotated.read(bad)
+  bad.write_text("version: '3.1'\n")
+  with pytest.raises(DataError, match="no 'nlu:' list"):
+    annotated.read(bad)
+  with pytest.raises(MissingDataFile, match="no such file"):
+    annotated.read(tmp_path / "nope.yml")
+  assert pathlib.Path(bad).exists()

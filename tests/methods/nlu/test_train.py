@@ -1,0 +1,174 @@
+"""The joint NLU model (``fit(data, method="nlu")``, ``models.nlu_model``): one fit from a Rasa nlu.yml, parse in
+Rasa's shape with exact character offsets, live additions of intents and slot types, save / load, the predict
+command, the server's /model/parse and /examples, and the slots-only and intents-only paths. The tiny random
+model checks the wiring; one integration test with the real MiniLM checks what a user sees."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import fewshot_nlu as fn
+from fewshot_nlu import predict
+from fewshot_nlu.models.nlu_model import NLUModel
+
+NLU_YML = """version: "3.1"
+nlu:
+- intent: order_pizza
+  examples: |
+    - I'd like a [large](size) [pepperoni](topping) pizza, please!
+    - two [margherita](topping) pizzas to [10 Downing St.](address)
+    - can I get a [medium](size) [veggie](topping:vegetarian)?
+    - a [small](size) [hawaiian](topping) for delivery
+    - one [large](size) [margherita](topping) please
+- intent: greet
+  examples: |
+    - hi
+    - hello there!
+    - good evening
+- intent: track
+  examples: |
+    - where is my order?
+    - how long until my pizza arrives
+    - track my delivery
+- synonym: vegetarian
+  examples: |
+    - veggie
+"""
+
+
+def tiny(model_dir) -> dict:
+  """The tiny random model for both parts, a step or two of training."""
+  return {"intents": {"model": {"name": str(model_dir), "max_length": 16}, "compilation_cache_dir": "",
+                      "mesh": {"data": 1}, "train": {"max_steps": 2}},
+          "slots": {"model": str(model_dir), "encoder": "", "encoder_layers": 2, "support_steps": (0, 2),
+                    "folds": 2},
+          "compilation_cache_dir": ""}
+
+
+def rounded(value):
+  """``value`` with every float rounded to 4 decimals (nested dicts and lists)."""
+  if isinstance(value, float):
+    return round(value, 4)
+  if isinstance(value, dict):
+    return {k: rounded(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [rounded(v) for v in value]
+  return value
+
+
+@pytest.fixture
+def nlu_yml(tmp_path) -> pathlib.Path:
+  path = tmp_path / "nlu.yml"
+  path.write_text(NLU_YML)
+  return path
+
+
+def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_path, capsys):
+  model = fn.fit(nlu_yml, method="nlu", workdir=tmp_path / "run", **tiny(tiny_bert_dir))
+  assert isinstance(model, NLUModel) and model.labels == ["greet", "order_pizza", "track"]
+  assert model.slot_labels == ["address", "size", "topping"]
+  text = "Can I get a medium veggie?"
+  [answer] = model.parse([text])
+  assert set(answer) >= {"text", "intent", "intent_ranking", "entities", "text_tokens"} and answer["text"] == text
+  assert answer["intent"]["name"] in {"greet", "order_pizza", "track", "out_of_scope"}
+  assert [r["name"] for r in answer["intent_ranking"]] != [] and len(answer["intent_ranking"]) == 3
+  for e in answer["entities"]:  # offsets index the text exactly; value is the text or its synonym
+    assert text[e["start"]:e["end"]] in (e["value"], "veggie") and e["extractor"] == "fewshot_nlu"
+  assert [text[a:b] for a, b in answer["text_tokens"]] == ["Can", "I", "get", "a", "medium", "veggie", "?"]
+  assert model.results["slots"]["how"].startswith("2-fold cross-validation on the 11 training utterances")
+  assert not (tmp_path / "run" / "checkpoints").exists() and not (tmp_path / "run" / "intents" / "checkpoints").exists()
+
+  model.add_examples([{"text": "what's on the menu for [friday](day)?", "intent": "menu",
+                       "entities": [{"start": 23, "end": 29, "entity": "day"}]}])
+  assert "menu" in model.labels and "day" in model.slot_labels  # at once, no retraining
+  model.add_examples(["bye now"], ["goodbye"])
+  assert "goodbye" in model.labels
+  saved = model.save(tmp_path / "saved")
+  again = fn.load(saved)
+  assert again.labels == model.labels and again.slot_labels == model.slot_labels
+  assert rounded(again.parse([text])) == rounded(model.parse([text]))  # re-encoded in other batches: float noise
+  assert again.synonyms == {"veggie": "vegetarian"}
+
+  assert predict.main(["--model", str(saved), text]) == 0
+  shown = capsys.readouterr().out
+  assert text in shown and "->" in shown
+  with pytest.raises(ValueError, match=r"entities\[0\]': characters \[3, 99\)"):
+    model.add_examples([{"text": "hi there", "intent": "greet", "entities": [{"start": 3, "end": 99, "entity": "x"}]}])
+
+
+def test_slots_only_and_intents_only_data(tiny_bert_dir, tmp_path):
+  slots_only = [{"text": "from boston to denver", "entities": [{"start": 5, "end": 11, "entity": "from"},
+                                                                   {"start": 15, "end": 21, "entity": "to"}]},
+                {"text": "fly to paris", "entities": [{"start": 7, "end": 12, "entity": "to"}]}]
+  model = fn.fit(slots_only, method="nlu", workdir=tmp_path / "slots", **tiny(tiny_bert_dir))
+  assert model.intents is None and model.labels == [] and model.slot_labels == ["from", "to"]
+  [answer] = model.parse(["to paris"])
+  assert answer["intent"] is None and answer["intent_ranking"] == []
+  intents_only = [{"text": t, "intent": i} for t, i in (("hi", "greet"), ("hello", "greet"), ("bye", "bye"),
+                                                          ("see you", "bye"))]
+  model = fn.fit(intents_only, method="nlu", workdir=tmp_path / "intents", **tiny(tiny_bert_dir))
+  assert model.slots is None and model.parse(["hey"])[0]["entities"] == []
+  with pytest.raises(ValueError, match="no slot filler"):
+    model.add_examples([{"text": "to rome", "entities": [{"start": 3, "end": 7, "entity": "to"}]}])
+
+
+def test_the_server_answers_model_parse_and_takes_annotated_examples(nlu_yml, tiny_bert_dir, tmp_path):
+  from tests.serve.test_main import Server
+  model = fn.fit(nlu_yml, method="nlu", workdir=tmp_path / "run", **tiny(tiny_bert_dir))
+  server = Server(["fewshot_nlu.serve"], model.workdir / "export", tmp_path / "serve.log", "--no-warmup")
+  try:
+    answer = server.client.post("/model/parse", json={"text": "hello there!", "message_id": "m1"})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["text"] == "hello there!" and body["message_id"] == "m1" and set(body["intent"]) == {"name",
+                                                                                                    "confidence"}
+    added = server.client.post("/examples", json={
+        "texts": ["a [big] one", "what's on the menu?"], "labels": [None, "menu"],
+        "entities": [[{"start": 3, "end": 6, "entity": "size_word"}], []]})
+    assert added.status_code == 200, added.text
+    assert set(added.json()["new_labels"]) == {"menu", "size_word"}
+    bad = server.client.post("/model/parse", json={"text": ""})
+    assert bad.status_code == 400 and "text: empty text" in bad.json()["error"]
+    bad = server.client.post("/examples", json={"texts": ["x y"], "labels": ["a"],
+                                                "entities": [[{"start": 0, "end": 9, "entity": "e"}]]})
+    assert bad.status_code == 400 and "are not a span" in bad.json()["error"]
+  finally:
+    server.stop()
+
+
+@pytest.mark.integration
+def test_with_minilm_parse_finds_the_exact_offsets_and_values(nlu_yml, tmp_path):
+  model = fn.fit(nlu_yml, method="nlu", workdir=tmp_path / "run",  # 30 steps: the intents are easy, CI is short
+                 intents={"compilation_cache_dir": "", "train": {"max_steps": 30}})
+  text = "can I get a medium veggie?"
+  [answer] = model.parse([text])
+  assert answer["intent"]["name"] == "order_pizza"
+  assert [(e["entity"], e["start"], e["end"], e["value"]) for e in answer["entities"]] == [
+      ("size", 12, 18, "medium"), ("topping", 19, 25, "vegetarian")]
+  greeting = model.parse(["hello there!"])[0]
+  assert greeting["intent"]["name"] == "greet" and greeting["entities"] == []
+  assert np.isfinite(greeting["intent"]["confidence"])
+  assert json.loads(json.dumps(answer)) == answer  # plain JSON
+
+
+def test_readme_joint_nlu_example_runs(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+  """README's joint NLU block as written (the tiny random model and a step or two of training added to its
+  ``fit`` call): every call works, and the new intent and slot type survive ``save``."""
+  from fewshot_nlu import api
+  readme = (pathlib.Path(__file__).resolve().parents[3] / "README.md").read_text()
+  section = readme[readme.index("### Joint NLU"):]
+  start = section.index("```python\n") + len("```python\n")
+  block = section[start:section.index("```\n", start)]
+  (tmp_path / "data").mkdir()
+  (tmp_path / "data" / "nlu.yml").write_text(NLU_YML)
+  real_fit = api.fit
+  monkeypatch.setattr(api, "fit", lambda *args, **kwargs: real_fit(*args, **kwargs, **tiny(tiny_bert_dir)))
+  monkeypatch.chdir(tmp_path)
+  namespace: dict = {}
+  exec(compile(block, "README.md", "exec"), namespace)
+  loaded = fn.load(tmp_path / "my_bot")
+  assert "cancel" in loaded.labels and "order_id" in loaded.slot_labels

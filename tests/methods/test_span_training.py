@@ -1,0 +1,55 @@
+"""Batch-softmax training of span vectors (``methods.span_training``): sharded vs one device, and negative spans
+drawn from the same utterance."""
+
+import numpy as np
+import pytest
+
+from fewshot_nlu.encoders import pretrained, transformer
+from fewshot_nlu.methods import span_training as retriever_training
+from fewshot_nlu.models.span_decoding import enumerate_spans
+from fewshot_nlu.models.span_retrieval import labelled_spans
+from tests import tiny
+from tests.methods.retriever.helpers import _config
+
+
+def _toy_slot_utterances():
+  words = [s.split() for s in tiny.CORPUS[:8]]
+  return [{"tokens": w, "tags": ["B-a"] + ["O"] * (len(w) - 2) + ["B-b"] if len(w) > 1 else ["B-a"]}
+          for w in words]
+
+
+@pytest.mark.parametrize("reduction,negatives,cosine_scale", [
+    ("max", 0, 0.0), pytest.param("mean", 0, 0.0, marks=pytest.mark.slow), ("max", 3, 20.0)])
+def test_sharded_batch_softmax_equals_single_device(tiny_bert_dir, reduction, negatives, cosine_scale):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  config = _config(reduction)
+  config.retriever.cosine_scale = cosine_scale
+  items = retriever_training.slot_items(model.tokenizer, _toy_slot_utterances(), 32, negatives=negatives)
+  loss_fn = retriever_training.make_loss_fn(model.config, config, len(items.label_names), span=True)
+
+  def make_batch(mesh):
+    stream = retriever_training.item_stream(items, config, 8, model.tokenizer.pad_id)
+    return next(stream)
+
+  tiny.assert_sharded_loss_equals_single_device({"encoder": model.params},
+                                                {"encoder": transformer.logical_axes(model.config)},
+                                                loss_fn, make_batch, atol=1e-4)  # grads ~6: float32 rounding
+
+
+def test_negative_spans_are_spans_of_the_same_utterance_that_are_no_slot(tiny_bert_dir):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  utterances = _toy_slot_utterances()
+  items = retriever_training.slot_items(model.tokenizer, utterances, 32, negatives=4, max_words=3, seed=1)
+  encoded = model.tokenizer.encode_words([u["tokens"] for u in utterances], 32)
+  assert items.negative_first.shape == (len(items), 4)
+  for i in range(len(items)):
+    u = next(k for k, (ids, _) in enumerate(encoded) if ids == items.token_ids[i])
+    pieces = encoded[u][1]
+    spans = {(pieces[s][0], pieces[e - 1][1]): (s, e) for s, e in enumerate_spans(len(pieces), 3)}
+    gold = {(pieces[s][0], pieces[e - 1][1]) for s, e, _ in labelled_spans(utterances[u]["tags"])}
+    drawn = [(int(a), int(b)) for a, b, ok in zip(items.negative_first[i], items.negative_last[i],
+                                                  items.negative_valid[i]) if ok]
+    assert len(drawn) == min(4, len(spans) - len(gold)) and len(set(drawn)) == len(drawn)
+    assert all(d in spans and d not in gold for d in drawn)
+  again = retriever_training.slot_items(model.tokenizer, utterances, 32, negatives=4, max_words=3, seed=1)
+  np.testing.assert_array_equal(again.negative_first, items.negative_first)  # seeded

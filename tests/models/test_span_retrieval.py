@@ -1,0 +1,111 @@
+"""Span vectors and retrieval (``models.span_retrieval``): each distinct utterance encoded once, first / last
+word-piece vectors, the slot retriever's own support span, and unlabelled support spans that reject query spans."""
+
+import numpy as np
+import pytest
+
+from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.models.span_decoding import enumerate_spans
+from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder, labelled_spans
+from tests import tiny
+
+
+def test_span_encoder_encodes_each_distinct_utterance_once(tiny_bert_dir, monkeypatch):
+  from fewshot_nlu.models import span_retrieval as spans_module
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  calls = []
+  real = spans_module.inference.encode_bucketed
+  monkeypatch.setattr(spans_module.inference, "encode_bucketed",
+                      lambda ids, *a, **k: calls.append(len(ids)) or real(ids, *a, **k))
+  words = ["play jazz please".split(), "set an alarm".split()]
+  first = encoder.encode(words + words, [[(0, 1), (1, 2)], [(2, 3)], [(0, 3)], [(1, 3)]])
+  second = encoder.encode([words[1]], [[(2, 3)]])
+  assert calls == [2]  # two distinct utterances, encoded once; the second call is all cache
+  np.testing.assert_array_equal(second[0], first[1])
+
+
+def test_span_vectors_use_first_and_last_word_piece(tiny_roberta_dir):
+  model = pretrained.load_pretrained(str(tiny_roberta_dir))
+  words = "i want to transfer money to my savings account".split()
+  (ids, pieces), = model.tokenizer.encode_words([words], 32)
+  multi = [i for i, (first, last) in enumerate(pieces) if last > first]
+  assert multi, "the tiny BPE vocabulary should split some word into several pieces"
+  spans = [(3, 5), (multi[0], multi[0] + 1), (0, 1), (7, 9)]
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  vectors, = encoder.encode([words], [spans])
+  tensors = tiny.hf_tensors("roberta", model.config.vocab_size)
+  config = tiny.hf_config("roberta", model.config.vocab_size)
+  hidden = tiny.reference_forward(tensors, config, np.array([ids]), np.ones((1, len(ids))))[0]
+  for (start, end), v in zip(spans, vectors):
+    first, last = pieces[start][0], pieces[end - 1][1]
+    np.testing.assert_allclose(v, np.concatenate([hidden[first], hidden[last]]), atol=2e-4)
+  # the pieces of a multi-piece word decode back to the word
+  first, last = pieces[multi[0]]
+  assert model.tokenizer.backend.decode(ids[first : last + 1]).strip() == words[multi[0]]
+
+
+def test_slot_retriever_retrieves_its_own_support_span(tiny_bert_dir):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  support = [{"tokens": "book a table at an italian restaurant".split(),
+              "tags": "O O O O O B-cuisine O".split()},
+             {"tokens": "set an alarm for seven am".split(), "tags": "O O O O B-time I-time".split()}]
+  for inference, similarity in (("nearest", "cosine"), ("prototype", "cosine"), ("nearest", "dot")):
+    retriever = SlotRetriever(encoder, max_words=3, inference=inference, similarity=similarity)
+    assert retriever.set_support(support) == 2
+    rows = retriever.candidates([support[1]["tokens"]])
+    exact = {(c.start, c.end): (c, p) for c, p in rows[0]}
+    c, payload = exact[(4, 6)]
+    assert c.label == "time" and c.score == pytest.approx(1.0, abs=1e-5)  # the span itself: cosine 1
+    assert all(0.0 <= c.score <= 1.0 for c, _ in rows[0])
+    assert len(rows[0]) == len(enumerate_spans(6, 3))
+    if inference == "nearest":
+      assert payload["text"] == "seven am"
+    if similarity == "cosine":  # the hit is the support span of highest cosine, and its score that cosine
+      query = encoder.encode([support[1]["tokens"]], [[(c.start, c.end) for c, _ in rows[0]]])[0]
+      index = retriever.index.vectors
+      cosines = (query / np.maximum(np.linalg.norm(query, axis=1, keepdims=True), 1e-12)) @ (
+          index / np.linalg.norm(index, axis=1, keepdims=True)).T
+      np.testing.assert_allclose([c.score for c, _ in rows[0]], np.clip(cosines.max(1), 0, 1), atol=1e-5)
+
+
+def test_unlabelled_support_spans_reject_the_query_spans_nearest_them(tiny_bert_dir):
+  """With a none margin, a query span is a candidate only when its nearest labelled span is closer (cosine) than
+  its nearest unlabelled one by more than the margin (numpy reference on the same vectors)."""
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  support = [{"tokens": "book a table at an italian restaurant".split(), "tags": "O O O O O B-cuisine O".split()},
+             {"tokens": "set an alarm for seven am".split(), "tags": "O O O O B-time I-time".split()}]
+  query = "book an alarm at seven".split()
+  plain = SlotRetriever(encoder, max_words=3)
+  plain.set_support(support)
+  everything = plain.candidates([query])[0]
+  assert len(everything) == len(enumerate_spans(len(query), 3))
+
+  def unit(x):
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+  others = [[span for span in enumerate_spans(len(u["tokens"]), 3) if span not in {(s, e) for s, e, _ in
+                                                                                   labelled_spans(u["tags"])}]
+            for u in support]
+  unlabelled = unit(np.concatenate(encoder.encode([u["tokens"] for u in support], others)))
+  query_vectors = unit(encoder.encode([query], [[(c.start, c.end) for c, _ in everything]])[0])
+  nearest_none = (query_vectors @ unlabelled.T).max(1)
+  for margin in (0.0, 0.05):
+    retriever = SlotRetriever(encoder, max_words=3, none_margin=margin)
+    retriever.set_support(support)
+    assert len(retriever.none_index) == len(unlabelled)
+    kept = retriever.candidates([query])[0]
+    expected = [c for (c, _), none in zip(everything, nearest_none) if c.score > none + margin + 1e-6]
+    assert [(c.start, c.end, c.label) for c, _ in kept] == [(c.start, c.end, c.label) for c in expected]
+    assert len(kept) < len(everything)  # "book", "at", ... are the support's own unlabelled words
+  # a support utterance's own unlabelled span is nearest itself (cosine 1): never a candidate
+  retriever = SlotRetriever(encoder, max_words=3, none_margin=0.0)
+  retriever.set_support(support)
+  spans = {(c.start, c.end) for c, _ in retriever.candidates([support[1]["tokens"]])[0]}
+  assert (0, 1) not in spans and (4, 6) in spans
+  # a floor keeps exactly the candidates scoring at least it (the unlabelled spans searched for those alone)
+  for floor in (0.3, 0.6, 0.9):
+    floored = retriever.candidates([query], floor=floor)[0]
+    assert floored == [(c, p) for c, p in retriever.candidates([query])[0] if c.score >= floor - 1e-9]
