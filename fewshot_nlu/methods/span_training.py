@@ -38,8 +38,7 @@ from fewshot_nlu.data.stream import EpochStream
 from fewshot_nlu.encoders import frozen_prefix, pooling, pretrained, transformer
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.losses.batch_softmax import REDUCTIONS, batch_softmax_loss
-from fewshot_nlu.models.span_decoding import enumerate_spans
-from fewshot_nlu.models.span_retrieval import SpanEncoder, labelled_spans, pieces_ok
+from fewshot_nlu.models.span_retrieval import SpanEncoder, labelled_spans, pieces_ok, unlabelled_spans
 from fewshot_nlu.train import optimizer as train_optimizer
 from fewshot_nlu.train import run as train_run
 from fewshot_nlu.train import selection
@@ -82,8 +81,7 @@ def slot_items(tokenizer, utterances: Sequence[dict], max_length: int, *, negati
   ids, first, last, labels, negative_pieces = [], [], [], [], []
   for u, (token_ids, pieces) in zip(utterances, encoded):
     gold = labelled_spans(u["tags"])
-    others = [span for span in enumerate_spans(len(u["tokens"]), max_words)
-              if span not in {(s, e) for s, e, _ in gold} and pieces_ok(pieces, span)]
+    others = [span for span in unlabelled_spans(len(u["tokens"]), gold, max_words) if pieces_ok(pieces, span)]
     for start, end, label in gold:
       if pieces_ok(pieces, (start, end)):
         ids.append(token_ids), first.append(pieces[start][0]), last.append(pieces[end - 1][1])
@@ -284,9 +282,8 @@ def learn_metric(encoder: SpanEncoder, utterances: Sequence[dict], tuning: Suppo
   gold, others = [], []
   for u in utterances:
     spans = labelled_spans(u["tags"])
-    taken = {(s, e) for s, e, _ in spans}
     gold.append(spans)
-    others.append([span for span in enumerate_spans(len(u["tokens"]), tuning.max_words) if span not in taken])
+    others.append(unlabelled_spans(len(u["tokens"]), spans, tuning.max_words))
   words = [u["tokens"] for u in utterances]
   z = np.concatenate([np.zeros((0, encoder.dim), np.float32),
                       *encoder.encode(words, [[(s, e) for s, e, _ in g] for g in gold])])
@@ -345,10 +342,9 @@ def _support_batch(tokenizer, utterances: Sequence[dict], max_length: int, max_w
   gold, others = [], []
   for row, (u, (_, pieces)) in enumerate(zip(utterances, encoded)):
     spans = labelled_spans(u["tags"])
-    taken = {(s, e) for s, e, _ in spans}
     gold += [(row, pieces[s][0], pieces[e - 1][1], label) for s, e, label in spans if pieces_ok(pieces, (s, e))]
-    others += [(row, pieces[s][0], pieces[e - 1][1]) for s, e in enumerate_spans(len(u["tokens"]), max_words)
-               if (s, e) not in taken and pieces_ok(pieces, (s, e))]
+    others += [(row, pieces[s][0], pieces[e - 1][1]) for s, e in unlabelled_spans(len(u["tokens"]), spans, max_words)
+               if pieces_ok(pieces, (s, e))]
   label_ids, names = _label_ids([g[3] for g in gold])
   length = batching.bucket_for(max(len(ids) for ids, _ in encoded), batching.length_buckets(max_length, (16, 32, 48)))
   rows = _power_of_two(len(encoded), 8)

@@ -126,6 +126,13 @@ def labelled_spans(tags: Sequence[str]) -> list[tuple[int, int, str]]:
   return [(start, end + 1, label) for label, start, end in bio_spans(tags)]
 
 
+def unlabelled_spans(num_words: int, gold: Sequence[tuple[int, int, str]], max_words: int) -> list[tuple[int, int]]:
+  """Every word span of up to ``max_words`` words that is no ``gold`` slot (partial and overlong slots
+  included): the batch softmax's "none" column, and the retriever's unlabelled spans."""
+  taken = {(start, end) for start, end, _ in gold}
+  return [span for span in enumerate_spans(num_words, max_words) if span not in taken]
+
+
 class SlotRetriever:
   """Few-shot slot filling by span retrieval from a support set of BIO-labelled utterances."""
 
@@ -166,8 +173,7 @@ class SlotRetriever:
 
   def _none_index(self, utterances: Sequence[dict], gold: Sequence[list[tuple[int, int, str]]]) -> Index | None:
     """The support utterances' unlabelled spans of up to ``max_words`` words, unit length (None if there are none)."""
-    others = [[span for span in enumerate_spans(len(u["tokens"]), self.max_words)
-               if span not in {(s, e) for s, e, _ in spans}] for u, spans in zip(utterances, gold)]
+    others = [unlabelled_spans(len(u["tokens"]), spans, self.max_words) for u, spans in zip(utterances, gold)]
     vectors = [v for v in self.encoder.encode([u["tokens"] for u in utterances], others) if len(v)]
     if not vectors:
       return None

@@ -283,18 +283,21 @@ class QAIDModel:
     late-interaction scores as the explanation. With ``reject`` (or a ``threshold``): ``out_of_scope`` where the
     score is below ``threshold`` (default: the calibrated ``rejection``). A blank text is answered
     ``protocol.EMPTY``."""
-    cut = (rejection.resolve_threshold(self.rejection, threshold, f"this {self.kind} model")
-           if reject or threshold is not None else None)
+    cut = self._cut(reject, threshold)
     return protocol.predict_texts(texts, lambda texts: self._predict(texts, neighbours, show_progress, cut))
 
   def predict_with_scores(self, texts: Sequence[str], *, neighbours: int = 3, reject: bool = False,
                           threshold: float | None = None) -> tuple[list[Prediction], np.ndarray]:
     """``predict`` and ``scores`` of the same (non-blank) texts from one scoring pass: what the joint NLU model
     needs for an intent and its ranking."""
-    cut = (rejection.resolve_threshold(self.rejection, threshold, f"this {self.kind} model")
-           if reject or threshold is not None else None)
+    cut = self._cut(reject, threshold)
     scores, rows = self.row_scores(protocol.text_list(texts))
     return self._from_rows(scores, rows, neighbours, cut), self.label_scores(scores, rows)
+
+  def _cut(self, reject: bool, threshold: float | None) -> float | None:
+    """The out-of-scope threshold a call asks for (``threshold``, else with ``reject`` the calibrated one)."""
+    return (rejection.resolve_threshold(self.rejection, threshold, f"this {self.kind} model")
+            if reject or threshold is not None else None)
 
   def _predict(self, texts: list[str], neighbours: int, show_progress: bool, cut: float | None) -> list[Prediction]:
     return self._from_rows(*self.row_scores(texts, show_progress=show_progress), neighbours, cut)
