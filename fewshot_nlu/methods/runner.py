@@ -27,7 +27,9 @@ def setup_jax(config) -> None:
 
 def enable_compilation_cache(directory: str) -> None:
   """JAX's persistent compilation cache in ``directory``: programs that took 0.5 s or more to compile load from
-  there in later processes."""
+  there in later processes; an empty ``directory`` leaves it off."""
+  if not directory:
+    return
   import jax
   jax.config.update("jax_compilation_cache_dir", os.path.expanduser(directory))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)

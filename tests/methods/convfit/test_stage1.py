@@ -90,11 +90,6 @@ def pod_config(tiny_bert_dir, reddit_dir, tmp_path):
   return config
 
 
-# Left out of the default run: in two fresh-clone CI runs on 2 cores (pytest -n auto) this test stopped making
-# progress at 97% with its worker idle in a device_get of the step metrics (8 in-process CPU devices, orbax saving
-# every 2 steps), while it passes alone; the sharded paths stay covered by tests/test_sharding.py and
-# tests/test_multiprocess.py. Run it with: pytest -m slow tests/methods/convfit/test_stage1.py
-@pytest.mark.slow
 def test_pod_config_runs_sharded_and_resumes_to_the_same_parameters(tiny_bert_dir, reddit_dir, tmp_path,
                                                                      monkeypatch, caplog):
   assert jax.device_count() == 8
