@@ -15,6 +15,10 @@ each time. With ``layers = N`` (``config.train.frozen_prefix_layers``):
     (with dropout, as in the full forward, from layer N up).
   * What trains (and what the optimizer holds) is ``split(params, N)[1]``: layers N.. only; the frozen params
     never enter the train state, so they come back bit-identical (``merge``).
+  * MPNet adds one relative position bias, from a table all its layers share, to every layer's attention
+    logits. The table is frozen with the prefix (its 32 x heads numbers are position statistics of pre-training,
+    not of a task); the layers above carry it read-only: no gradient (``apply_layers``) and frozen in the
+    optimizer (``read_only_patterns``, which ``train.setup.build_training`` adds to ``train.frozen``).
 
 Measured on this 2-core CPU (MiniLM-L6, 32 x 32 tokens, OCL-like loss + AdamW): a full step 0.68-0.75 s; with
 the embeddings + 2 layers frozen 0.36-0.39 s, + 3 layers 0.27 s, + 4 layers 0.18-0.20 s (the word-embedding
@@ -35,6 +39,9 @@ from fewshot_nlu.data import batching
 from fewshot_nlu.encoders import inference, transformer
 
 FROZEN = "embeddings"  # the params key of the embeddings, always part of a frozen prefix
+# MPNet's relative position bias table, which every layer reads (``transformer.relative_position_bias``): frozen
+# with the prefix, and carried read-only by the layers above it (``split``, ``read_only_patterns``)
+SHARED_TABLE = "relative_attention_bias"
 
 
 def _layer_names(cfg: transformer.EncoderConfig, first: int, last: int) -> list[str]:
@@ -49,17 +56,27 @@ def validate_layers(cfg: transformer.EncoderConfig, layers: int) -> None:
 
 
 def split(params: dict, cfg: transformer.EncoderConfig, layers: int) -> tuple[dict, dict]:
-  """(frozen, trainable): the embeddings + layers 0..``layers``-1, and the layers above."""
+  """(frozen, trainable): the embeddings + layers 0..``layers``-1, and the layers above. MPNet's relative
+  position bias table (``SHARED_TABLE``) is frozen with the prefix and carried by both parts, since every layer
+  adds the bias it gives: the layers above read it without gradient (``apply_layers``) and the optimizer leaves it
+  alone (``read_only_patterns``), so it stays bit-identical."""
   validate_layers(cfg, layers)
-  if cfg.relative_attention_num_buckets:
-    raise ValueError("a frozen prefix cannot be cached for MPNet: its relative position bias table is shared by the "
-                     "frozen and the trained layers; use config.train.frozen_prefix_layers=-1")
   frozen_names = {FROZEN, *_layer_names(cfg, 0, layers)}
-  unknown = set(params) - {FROZEN, *_layer_names(cfg, 0, cfg.num_layers)}
+  unknown = set(params) - {FROZEN, SHARED_TABLE, *_layer_names(cfg, 0, cfg.num_layers)}
   if unknown:
     raise ValueError(f"encoder params hold {sorted(unknown)} besides the embeddings and layers")
-  return ({k: v for k, v in params.items() if k in frozen_names},
-          {k: v for k, v in params.items() if k not in frozen_names})
+  shared = {SHARED_TABLE: params[SHARED_TABLE]} if SHARED_TABLE in params else {}
+  return ({**{k: v for k, v in params.items() if k in frozen_names}, **shared},
+          {**{k: v for k, v in params.items() if k not in frozen_names and k != SHARED_TABLE}, **shared})
+
+
+def read_only_patterns(encoder_params: dict, root: str = "encoder") -> tuple[str, ...]:
+  """``train.frozen`` regexes for what the layers above a frozen prefix (``split``'s trainable part, under
+  ``root``) carry but must not train: MPNet's shared table. Empty for a whole encoder (which holds its
+  embeddings) and for encoders without the table."""
+  if SHARED_TABLE not in encoder_params or FROZEN in encoder_params:
+    return ()
+  return (f"{root}/{SHARED_TABLE}/.*" if root else f"{SHARED_TABLE}/.*",)
 
 
 def merge(frozen: dict, trainable: dict) -> dict:
@@ -76,15 +93,19 @@ def first_layer(params: dict) -> int:
 
 def apply_layers(cfg: transformer.EncoderConfig, params: dict, hidden: jax.Array, attention_mask: jax.Array, *,
                  dtype=jnp.float32, deterministic: bool = True, rng: jax.Array | None = None) -> jax.Array:
-  """Runs the ``layer_<i>`` entries of ``params`` (in order) on ``hidden``; dropout from ``rng`` per layer."""
+  """Runs the ``layer_<i>`` entries of ``params`` (in order) on ``hidden``; dropout from ``rng`` per layer; with
+  MPNet's ``SHARED_TABLE`` in ``params``, the relative position bias it gives (no gradient into the table)."""
   adapter_size = 0
+  bias = None
+  if SHARED_TABLE in params:  # MPNet: the frozen table's bias, for every layer
+    bias = transformer.bias_from_table(jax.lax.stop_gradient(params[SHARED_TABLE]["embedding"]), hidden.shape[1])
   for name in sorted((n for n in params if n.startswith("layer_")), key=lambda n: int(n.rsplit("_", 1)[1])):
     layer_params = params[name]
     if "adapter" in layer_params:
       adapter_size = int(layer_params["adapter"]["down"]["kernel"].shape[-1])
     layer = transformer.TransformerLayer(cfg, dtype, adapter_size)
     rngs = {} if deterministic else {"dropout": jax.random.fold_in(rng, int(name.rsplit("_", 1)[1]))}
-    hidden = layer.apply({"params": layer_params}, hidden, attention_mask, deterministic, rngs=rngs)
+    hidden = layer.apply({"params": layer_params}, hidden, attention_mask, deterministic, bias, rngs=rngs)
   return hidden
 
 
@@ -168,7 +189,8 @@ def frozen_param_patterns(cfg: transformer.EncoderConfig, layers: int, root: str
   if layers < 0:
     return ()
   validate_layers(cfg, layers)
-  return tuple(f"{root}/{name}/.*" for name in (FROZEN, *_layer_names(cfg, 0, layers)))
+  shared = (SHARED_TABLE,) if cfg.relative_attention_num_buckets else ()
+  return tuple(f"{root}/{name}/.*" for name in (FROZEN, *_layer_names(cfg, 0, layers), *shared))
 
 
 def encode_through_prefix(cfg: transformer.EncoderConfig, params: dict, input_ids: jax.Array,

@@ -245,7 +245,12 @@ def relative_position_bias(cfg: EncoderConfig, length: int) -> jax.Array:
   ``relative_attention_bias/embedding`` of the module calling this)."""
   table = _embed(cfg.relative_attention_num_buckets, cfg.num_heads, ("relative_buckets", "heads"), jnp.float32,
                  "relative_attention_bias")
-  return jnp.transpose(table(jnp.asarray(relative_position_buckets(length))), (2, 0, 1))[None]
+  return bias_from_table(table.embedding, length)
+
+
+def bias_from_table(table: jax.Array, length: int) -> jax.Array:
+  """MPNet's attention bias [1, heads, L, L] from its table [buckets, heads] (``relative_position_bias``)."""
+  return jnp.transpose(jnp.asarray(table, jnp.float32)[relative_position_buckets(length)], (2, 0, 1))[None]
 
 
 class SelfAttention(nn.Module):

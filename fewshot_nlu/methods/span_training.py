@@ -406,7 +406,10 @@ def fine_tune(cfg: transformer.EncoderConfig, params: dict, tokenizer, utterance
 def _tuning_step(cfg, num_labels: int, cosine_scale: float, learning_rate: float, weight_decay: float, dtype):
   """(jitted AdamW step of the support loss, its optimizer) for ``fine_tune``, made once per encoder and
   settings (``num_labels`` rounded up, so support sets of a few label counts share one program)."""
-  optimizer = optax.adamw(learning_rate, weight_decay=weight_decay, mask=train_optimizer.weight_decay_mask)
+  adamw = optax.adamw(learning_rate, weight_decay=weight_decay, mask=train_optimizer.weight_decay_mask)
+  optimizer = optax.multi_transform(  # what the layers above a frozen prefix only carry stays as it is
+      {"train": adamw, "freeze": optax.set_to_zero()},
+      lambda params: train_optimizer.freeze_labels(params, None, frozen_prefix.read_only_patterns(params, root="")))
 
   def loss_fn(trainable, tokens, batch, rng):
     hidden = frozen_prefix.encode_tokens(cfg, trainable, tokens, batch["mask"], dtype=dtype, deterministic=False,

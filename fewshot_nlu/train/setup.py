@@ -10,6 +10,7 @@ import ml_collections
 from jax.sharding import Mesh
 
 from fewshot_nlu import sharding
+from fewshot_nlu.encoders import frozen_prefix
 from fewshot_nlu.train import optimizer as optimizer_lib
 from fewshot_nlu.train.state import TrainState, state_specs
 from fewshot_nlu.train.step import GradsFn, LossFn, make_train_step
@@ -26,13 +27,14 @@ class Training:
 
 def build_training(params: Any, logical_axes: Any, loss_fn: LossFn, total_steps: int, mesh: Mesh,
                    config: ml_collections.ConfigDict, grads_fn: GradsFn | None = None) -> Training:
-  """Uses ``config.train`` (optimizer), ``config.sharding`` (rules) and ``config.seed``."""
+  """Uses ``config.train`` (optimizer), ``config.sharding`` (rules) and ``config.seed``. What the layers above
+  a frozen prefix carry read-only (``frozen_prefix.read_only_patterns``) is frozen as ``train.frozen`` is."""
   t = config.train
   tx, schedule = optimizer_lib.make_optimizer(
       params, learning_rate=t.learning_rate, total_steps=total_steps,
       warmup_fraction=t.warmup_fraction, decay=t.decay, weight_decay=t.weight_decay,
       grad_clip_norm=t.grad_clip_norm or None, trainable=tuple(t.trainable) or None,
-      frozen=tuple(t.frozen),
+      frozen=tuple(t.frozen) + frozen_prefix.read_only_patterns(params.get("encoder", {})),
       group_learning_rates=tuple((str(g), float(r)) for g, r in t.get("group_learning_rates", ())))
   specs = sharding.param_specs(params, logical_axes, mesh, rules=tuple(map(tuple, config.sharding.rules)))
   sharding.log_param_shardings(specs)

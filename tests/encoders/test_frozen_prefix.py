@@ -1,5 +1,5 @@
 """Frozen-prefix caching (``encoders.frozen_prefix``): the cached prefix + the top layers equal the whole
-encoder; the cache computes each distinct sequence once and pads like token ids; a prefix run (not cached) equals
+encoder (BERT, RoBERTa, and MPNet with its shared relative position table); the cache computes each distinct sequence once and pads like token ids; a prefix run (not cached) equals
 the whole encoder and gets no gradient."""
 
 import jax
@@ -13,10 +13,12 @@ from tests import tiny
 from tests.encoders.helpers import _batch
 
 
-@pytest.mark.parametrize("kind", ["bert", "roberta"])
+@pytest.mark.parametrize("kind", ["bert", "roberta", "mpnet"])
 @pytest.mark.parametrize("layers", [0, 1])
-def test_cached_prefix_then_top_layers_equals_the_whole_encoder(kind, layers, tiny_bert_dir, tiny_roberta_dir):
-  model = pretrained.load_pretrained(str(tiny_roberta_dir if kind == "roberta" else tiny_bert_dir))
+def test_cached_prefix_then_top_layers_equals_the_whole_encoder(kind, layers, tiny_bert_dir, tiny_roberta_dir,
+                                                                tiny_mpnet_dir):
+  directory = {"bert": tiny_bert_dir, "roberta": tiny_roberta_dir, "mpnet": tiny_mpnet_dir}[kind]
+  model = pretrained.load_pretrained(str(directory))
   batch, _ = _batch(model, tiny.CORPUS[:5])
   ids, mask = jnp.asarray(batch["input_ids"]), jnp.asarray(batch["attention_mask"])
   whole = transformer.encoder_for(model.config, model.params).apply({"params": model.params}, ids, mask)
@@ -29,6 +31,11 @@ def test_cached_prefix_then_top_layers_equals_the_whole_encoder(kind, layers, ti
                                 np.asarray(whole))
   assert frozen_prefix.merge(frozen, top).keys() == model.params.keys()
   assert frozen_prefix.first_layer(top) == layers
+  # MPNet's shared relative position table: frozen with the prefix, carried read-only above it
+  shared = frozen_prefix.SHARED_TABLE in model.params
+  assert (frozen_prefix.SHARED_TABLE in frozen) == shared == (frozen_prefix.SHARED_TABLE in top)
+  assert frozen_prefix.read_only_patterns(top) == (("encoder/relative_attention_bias/.*",) if shared else ())
+  assert frozen_prefix.read_only_patterns(model.params) == ()  # a whole encoder trains its table
 
 
 def test_split_refuses_a_prefix_without_a_layer_left_to_train(tiny_bert_dir):
@@ -60,9 +67,11 @@ def test_cache_computes_each_distinct_sequence_once_and_pads_like_token_ids(tiny
   assert len(cache) == 3  # nothing recomputed
 
 
+@pytest.mark.parametrize("kind", ["bert", "mpnet"])
 @pytest.mark.parametrize("layers", [0, 1])
-def test_prefix_run_not_cached_equals_the_whole_encoder_and_stops_its_gradient(layers, tiny_bert_dir):
-  model = pretrained.load_pretrained(str(tiny_bert_dir))
+def test_prefix_run_not_cached_equals_the_whole_encoder_and_stops_its_gradient(layers, kind, tiny_bert_dir,
+                                                                              tiny_mpnet_dir):
+  model = pretrained.load_pretrained(str(tiny_mpnet_dir if kind == "mpnet" else tiny_bert_dir))
   ids = model.tokenizer.encode(tiny.CORPUS[:5], 16)
   from fewshot_nlu.data import batching
   batch = batching.pad_token_ids(ids, 16, model.tokenizer.pad_id)
@@ -77,8 +86,9 @@ def test_prefix_run_not_cached_equals_the_whole_encoder_and_stops_its_gradient(l
 
   grads = jax.grad(total)(model.params)
   frozen, trainable = frozen_prefix.split(grads, model.config, layers)
-  assert all(not np.any(np.asarray(g)) for g in jax.tree.leaves(frozen))
+  assert all(not np.any(np.asarray(g)) for g in jax.tree.leaves(frozen))  # MPNet: its table's included
   assert any(np.any(np.asarray(g)) for g in jax.tree.leaves(trainable))
+  shared = ("encoder/relative_attention_bias/.*",) if kind == "mpnet" else ()
   assert frozen_prefix.frozen_param_patterns(model.config, layers) == (
-      "encoder/embeddings/.*", *[f"encoder/layer_{i}/.*" for i in range(layers)])
+      "encoder/embeddings/.*", *[f"encoder/layer_{i}/.*" for i in range(layers)], *shared)
   assert frozen_prefix.frozen_param_patterns(model.config, -1) == ()

@@ -1,6 +1,7 @@
 """Batch-softmax training of span vectors (``methods.span_training``): sharded vs one device, and negative spans
 drawn from the same utterance."""
 
+import jax
 import numpy as np
 import pytest
 
@@ -53,3 +54,20 @@ def test_negative_spans_are_spans_of_the_same_utterance_that_are_no_slot(tiny_be
     assert all(d in spans and d not in gold for d in drawn)
   again = retriever_training.slot_items(model.tokenizer, utterances, 32, negatives=4, max_words=3, seed=1)
   np.testing.assert_array_equal(again.negative_first, items.negative_first)  # seeded
+
+
+@pytest.mark.parametrize("kind", ["bert", "mpnet"])
+def test_fine_tuning_on_the_support_keeps_the_frozen_prefix_bit_identical(kind, tiny_bert_dir, tiny_mpnet_dir):
+  """``fine_tune`` with ``frozen_layers=1``: the embeddings, layer 0 and (MPNet) the relative position table every
+  layer shares come back unchanged, while the layer above learns (weight decay on, which would move a carried
+  table if the optimizer held it)."""
+  model = pretrained.load_pretrained(str(tiny_mpnet_dir if kind == "mpnet" else tiny_bert_dir))
+  tuning = retriever_training.SupportTuning(steps=3, mode="encoder", frozen_layers=1, weight_decay=0.1)
+  tuned, = retriever_training.fine_tune(model.config, model.params, model.tokenizer, _toy_slot_utterances(), tuning,
+                                        max_length=32)
+  same = {k: all(np.array_equal(np.asarray(a), np.asarray(b))
+                 for a, b in zip(jax.tree.leaves(model.params[k]), jax.tree.leaves(tuned[k]))) for k in model.params}
+  assert same.pop("embeddings") and same.pop("layer_0")
+  if kind == "mpnet":
+    assert same.pop("relative_attention_bias")
+  assert not any(same.values())

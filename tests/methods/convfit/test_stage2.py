@@ -177,17 +177,21 @@ def test_decision_rule_without_development_split_follows_the_pools_skew():
   assert rule(["linear", "knn"], collections.Counter({"a": 10, "b": 1}))[0] == "linear"  # no prototype to pick
 
 
-@pytest.mark.parametrize("sampling,packing", [("fast", False), ("fast", True), ("paper", True)])
-def test_convfit_with_a_frozen_prefix_keeps_it_bit_identical(tmp_path, tiny_bert_dir, toy_intents,  # noqa: F811
-                                                             sampling, packing):
-  config = _stage2_config(toy_intents, tiny_bert_dir, train__frozen_prefix_layers=1, stage2__sampling=sampling,
+@pytest.mark.parametrize("sampling,packing,kind", [("fast", False, "bert"), ("fast", True, "bert"),
+                                                   ("paper", True, "bert"), ("fast", True, "mpnet")])
+def test_convfit_with_a_frozen_prefix_keeps_it_bit_identical(tmp_path, tiny_bert_dir, tiny_mpnet_dir,  # noqa: F811
+                                                             toy_intents, sampling, packing, kind):
+  """MPNet: its relative position table, shared by every layer, is frozen with the prefix."""
+  directory = tiny_mpnet_dir if kind == "mpnet" else tiny_bert_dir
+  config = _stage2_config(toy_intents, directory, train__frozen_prefix_layers=1, stage2__sampling=sampling,
                           stage2__negatives=1, train__packing=packing)
   results = main.run(config, tmp_path / "run")
   assert results["steps"] > 0
-  before = pretrained.load_pretrained(str(tiny_bert_dir)).params
+  before = pretrained.load_pretrained(str(directory)).params
   after = pretrained.load_pretrained(str(tmp_path / "run" / "export")).params
   same = jax.tree.map(lambda a, b: np.array_equal(np.asarray(a), np.asarray(b)), before, after)
-  assert all(jax.tree.leaves({k: same[k] for k in ("embeddings", "layer_0")}))
+  frozen = ("embeddings", "layer_0") + (("relative_attention_bias",) if kind == "mpnet" else ())
+  assert all(jax.tree.leaves({k: same[k] for k in frozen}))
   assert not all(jax.tree.leaves(same["layer_1"]))  # the layer above the prefix trained
 
 
