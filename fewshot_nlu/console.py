@@ -29,6 +29,8 @@ def verbose() -> bool:
 def bar(iterable=None, **kwargs) -> tqdm.tqdm:
   """A tqdm progress bar that shows up only after ``BAR_DELAY_S`` seconds of work, on JAX process 0 (``disable``
   in ``kwargs`` still turns it off)."""
+  if kwargs.get("disable") and iterable is not None:
+    return iterable  # nothing to show: a single utterance's predict should not pay for building a bar
   import jax
   kwargs["disable"] = kwargs.get("disable", False) or jax.process_index() != 0
   return tqdm.tqdm(iterable, delay=0.0 if _verbose else BAR_DELAY_S, **kwargs)

@@ -29,6 +29,11 @@ from fewshot_nlu.data import batching
 METRICS = ("cosine", "dot")
 BACKENDS = ("auto", "exact", "scann")
 _QUERY_CHUNK = 256
+# Exact search of at most this many query x item products runs on the host (numpy): for a chatbot's single
+# utterance against a few thousand examples, one jitted call's dispatch and transfers cost more than the product
+# (770 examples: 0.05 ms against 0.24 ms). Kept small: numpy's BLAS threads beside XLA's on 2 cores made a
+# server's gathered batches (8 x 770) slower on the host (bench/results/latency_notes.md).
+_HOST_PRODUCTS = 1 << 12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +47,13 @@ def _exact_top_k(queries, store, size, k):
   scores = queries @ store.T
   scores = jnp.where(jnp.arange(store.shape[0])[None, :] < size, scores, -jnp.inf)
   return jax.lax.top_k(scores, k)
+
+
+def _host_top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+  """(scores [Q, k], indices [Q, k]) of the k best columns per row, best first, ties by lower index (as
+  ``lax.top_k``)."""
+  ids = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+  return np.take_along_axis(scores, ids, 1).astype(np.float32), ids.astype(np.int64)
 
 
 def normalize(x: np.ndarray) -> np.ndarray:
@@ -128,6 +140,8 @@ class Index:
     if self.backend == "scann":
       ids, scores = self._scann().search_batched(queries, final_num_neighbors=k)
       return np.asarray(scores, np.float32), np.asarray([[int(i) for i in row] for row in ids], np.int64)
+    if len(queries) * len(self) <= _HOST_PRODUCTS:
+      return _host_top_k(queries @ self.vectors.T, k)
     if self._store is None:
       capacity = 1 << max(4, int(np.ceil(np.log2(len(self)))))
       store = np.zeros((capacity, self.dim), np.float32)

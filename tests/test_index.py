@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from fewshot_nlu import index as index_lib
 from fewshot_nlu.index import Index
 
 
@@ -24,6 +25,25 @@ def test_exact_matches_numpy(metric):
   expected = queries @ data.T
   np.testing.assert_array_equal(ids, np.argsort(-expected, axis=1)[:, :5])
   np.testing.assert_allclose(scores, np.sort(expected, axis=1)[:, ::-1][:, :5], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("host", [True, False])
+@pytest.mark.parametrize("metric", ["cosine", "dot"])
+def test_few_queries_on_the_host_equal_the_jitted_search_ties_included(metric, host, monkeypatch):
+  """A few queries are scored in numpy (``_HOST_PRODUCTS``), many in one jitted program: same items in the
+  same order (duplicate items tie: the lower index first, as ``lax.top_k``), scores to float32 rounding."""
+  data = _clustered(200, 16)
+  data[50], data[120] = data[7], data[7]  # exact ties
+  queries = np.concatenate([data[7:8], _clustered(3, 16, seed=1)])
+  index = Index.build(data, [{"id": i} for i in range(200)], metric=metric)
+  monkeypatch.setattr(index_lib, "_HOST_PRODUCTS", 1 << 30 if host else 0)
+  scores, ids = index.search(queries, k=4)
+  monkeypatch.setattr(index_lib, "_HOST_PRODUCTS", 0 if host else 1 << 30)
+  other_scores, other_ids = index.search(queries, k=4)
+  np.testing.assert_array_equal(ids, other_ids)
+  np.testing.assert_allclose(scores, other_scores, rtol=1e-5, atol=1e-5)
+  assert list(ids[0][:3]) == [7, 50, 120]
+  assert scores.dtype == np.float32 and ids.dtype == np.int64
 
 
 def test_add_without_rebuild_and_payloads():

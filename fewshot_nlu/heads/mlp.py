@@ -161,7 +161,23 @@ def train(features: np.ndarray, targets: np.ndarray, config: MLPConfig = MLPConf
   return jax.device_get(params)
 
 
+HOST_ROWS = 2  # up to this many rows are scored on the host: a jitted call's dispatch costs more than the product
+# (one utterance, as a chatbot sends it; a server's gathered batches stay in one jitted program)
+
+
 def predict_proba(layers: list[dict], features: np.ndarray, multilabel: bool = False) -> np.ndarray:
+  """[N, C] softmax (sigmoid when ``multilabel``) of ``logits``; a few rows (a chatbot's utterance) in numpy
+  (0.17 -> ~0.01 ms for one row on a linear head), more in one jitted program."""
+  if len(features) <= HOST_ROWS:
+    x = np.asarray(features, np.float32)
+    for i, layer in enumerate(layers):
+      x = x @ np.asarray(layer["kernel"], np.float32) + np.asarray(layer["bias"], np.float32)
+      if i < len(layers) - 1:
+        x = np.maximum(x, 0.0)
+    if multilabel:
+      return (1.0 / (1.0 + np.exp(-x))).astype(np.float32)
+    x = np.exp(x - x.max(axis=-1, keepdims=True))
+    return (x / x.sum(axis=-1, keepdims=True)).astype(np.float32)
   return np.asarray(_proba_jit(layers, jnp.asarray(features, jnp.float32), multilabel=multilabel))
 
 

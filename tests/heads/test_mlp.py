@@ -111,3 +111,17 @@ def test_mlp_head_weight_decay_must_not_be_negative():
   config = ml_collections.ConfigDict({"classifier": {"mlp": common.mlp_classifier(weight_decay=-0.01)}})
   with pytest.raises(ConfigError, match=re.escape("config.classifier.mlp.weight_decay: must be a number >= 0")):
     mlp_head.validate_config(config, "classifier.mlp")
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_a_few_rows_scored_on_the_host_equal_the_jitted_head(multilabel, monkeypatch):
+  """``predict_proba`` of up to ``HOST_ROWS`` rows runs in numpy, more in one jitted program: the same numbers."""
+  rng = np.random.default_rng(0)
+  layers = [{"kernel": rng.normal(size=(6, 5)).astype(np.float32), "bias": rng.normal(size=5).astype(np.float32)},
+            {"kernel": rng.normal(size=(5, 3)).astype(np.float32), "bias": rng.normal(size=3).astype(np.float32)}]
+  features = rng.normal(size=(3, 6)).astype(np.float32)
+  host = mlp_head.predict_proba(layers, features, multilabel)
+  monkeypatch.setattr(mlp_head, "HOST_ROWS", 0)
+  jitted = mlp_head.predict_proba(layers, features, multilabel)
+  np.testing.assert_allclose(host, jitted, rtol=1e-5, atol=1e-6)
+  assert host.dtype == np.float32 and host.shape == (3, 3)
