@@ -12,6 +12,8 @@ Measured, in this order, one process at a time (never two at once):
     Python objects) for an intent model shaped as the default job's export (MiniLM, BANKING77 10-shot's 770
     examples indexed, a logistic-regression head over 77 intents, or ``--model`` an export), the fixed 16-word
     utterance, p50 / p99 over ``--calls``;
+  * for an intent model, where the predict's time goes (``breakdown``: tokenise, the encoder's jitted program,
+    the whole encode, head + nearest examples + evidence);
   * the encoder's FLOP/s at batch 1 (2 x multiply-adds of the 16-word utterance's forward) against this
     machine's measured float32 matmul peak (a 1024^3 ``jnp.dot``).
 
@@ -91,6 +93,8 @@ def ours(args) -> list[dict]:
                  "MiniLM + logistic regression over BANKING77 10-shot (770 examples, 77 intents)",
                  "first_call_s": round(first, 2), "text16_batch_1": percentiles(lambda: model.predict([TEXT16]),
                                                                                  args.calls)})
+    if hasattr(model, "predict_from"):  # an intent model: where its predict's time goes
+      rows.append({"what": "breakdown", "model": rows[-1]["model"], **breakdown(model, args.calls)})
     del model
 
   a = jnp.ones((1024, 1024), jnp.float32)
@@ -105,6 +109,29 @@ def ours(args) -> list[dict]:
                "achieved_gflops": round(flops / encode_ms / 1e6, 1),
                "matmul_peak_gflops": round(2 * 1024 ** 3 / peak / 1e6, 1)})
   return rows
+
+
+def breakdown(model, calls: int) -> dict:
+  """p50 ms of the parts of an intent model's ``predict([TEXT16])``: tokenising, the encoder's jitted program on
+  the padded batch (its outputs back on the host), the whole ``encode`` (both, plus padding and ordering), and
+  ``predict_from`` (head, nearest examples, evidence objects), then the whole call again."""
+  import numpy as np
+  from fewshot_nlu.data import batching
+  from fewshot_nlu.encoders import sentence
+  encoder = model.encoder
+  ids = encoder.tokenizer.encode([TEXT16], encoder.max_length)
+  batch = batching.pad_to_bucket(ids, encoder.buckets, encoder.tokenizer.pad_id, 1)
+  program = lambda: np.asarray(sentence.encode_batch(  # noqa: E731
+      encoder.params, batch["input_ids"], batch["attention_mask"], encoder.projection, cfg=encoder.cfg,
+      dtype=encoder.dtype, pool=encoder.pooling_mode, normalize=encoder.normalize))
+  vectors = encoder.encode([TEXT16])
+  parts = {"tokenise": lambda: encoder.tokenizer.encode([TEXT16], encoder.max_length), "encoder_program": program,
+           "encode": lambda: encoder.encode([TEXT16]), "predict_from": lambda: model.predict_from(vectors),
+           "predict": lambda: model.predict([TEXT16])}
+  for part in parts.values():  # warm
+    for _ in range(10):
+      part()
+  return {name: percentiles(part, calls)["p50_ms"] for name, part in parts.items()}
 
 
 def load_model(source: str | None, data_dir: str, encoder):
@@ -164,6 +191,11 @@ def write_table(rows: list[dict], command: str) -> None:
     if r["what"] == "predict":
       lines += ["", f"`predict([text])`, {r['backend']} ({r['model']}): p50 {r['text16_batch_1']['p50_ms']:.1f} ms, "
                 f"p99 {r['text16_batch_1']['p99_ms']:.1f} ms (first call {r['first_call_s']} s)."]
+    if r["what"] == "breakdown":
+      lines += ["", f"Where it goes ({r['model']}), p50 ms: tokenise {r['tokenise']}, the encoder's program "
+                f"{r['encoder_program']}, the whole encode {r['encode']} (padding, ordering, transfers), "
+                f"`predict_from` {r['predict_from']} (head, nearest examples, evidence); the whole predict "
+                f"{r['predict']}."]
     if r["what"] == "flops":
       lines += ["", f"Encoder at batch 1: {r['tokens']} tokens, {r['gflop']} GFLOP per forward, "
                 f"{r['achieved_gflops']} GFLOP/s achieved against a measured float32 matmul peak of "

@@ -8,9 +8,11 @@ Workload: the first N (default 2,000) utterances of CLINC150's test split, one u
 and 16) sends ``--requests`` requests from that many clients, each client sending its next request as soon as
 its last is answered (closed loop, keep-alive connections). Before timing, every utterance is sent once, alone,
 so that each length bucket the workload uses is compiled (not timed). The server runs on this machine
-as a subprocess with its default batching (``--batch-wait-ms``), the clients in this process (asyncio +
-httpx): they share the CPU, as a co-located client would. Also reported: model calls per request (below 1 when
-the server gathered concurrent requests into one encode).
+as a subprocess with its default batching (``--batch-wait-ms``), the clients in this process: they share the
+CPU, as a co-located client would. ``--client``: ``httpx`` (asyncio + httpx, what a Python service would use) or
+``raw`` (keep-alive HTTP/1.1 over asyncio streams, a few lines with no library: a light load generator, as wrk is,
+so that on 2 cores the clients take less of the CPU the server is measured on). Also reported: model calls per
+request (below 1 when the server gathered concurrent requests into one encode).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import json
+import urllib.parse
 
 import httpx
 
@@ -69,41 +74,83 @@ def warm_up(url: str, sentences: list[str]) -> float:
   return time.perf_counter() - start
 
 
-async def load_test(url: str, sentences: list[str], *, clients: int, requests: int, per_request: int) -> dict:
-  """``requests`` POST /predict from ``clients`` closed-loop clients; latencies in seconds."""
+class RawConnection:
+  """One keep-alive HTTP/1.1 connection that POSTs JSON and reads the answer (status, Content-Length body)."""
+
+  def __init__(self, url: str):
+    parsed = urllib.parse.urlsplit(url)
+    self.host, self.port = parsed.hostname, parsed.port or 80
+    self.reader = self.writer = None
+
+  async def post(self, path: str, payload: dict) -> tuple[int, bytes]:
+    if self.writer is None:
+      self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+    body = json.dumps(payload).encode()
+    self.writer.write(f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    head = await self.reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    return status, await self.reader.readexactly(length)
+
+  def close(self) -> None:
+    if self.writer is not None:
+      self.writer.close()
+
+
+async def load_test(url: str, sentences: list[str], *, clients: int, requests: int, per_request: int,
+                    client_kind: str = "httpx") -> dict:
+  """``requests`` POST /predict from ``clients`` closed-loop clients (``client_kind``: httpx or raw); latencies
+  in seconds."""
   latencies: list[float] = []
   next_request = 0
 
-  async def client(http: httpx.AsyncClient) -> None:
+  async def client(post) -> None:
     nonlocal next_request
     while next_request < requests:
       i = next_request
       next_request += 1
       texts = [sentences[(i * per_request + j) % len(sentences)] for j in range(per_request)]
       start = time.perf_counter()
-      response = await http.post("/predict", json={"texts": texts})
+      status = await post({"texts": texts})
       latencies.append(time.perf_counter() - start)
-      response.raise_for_status()
+      if status != 200:
+        raise RuntimeError(f"POST /predict answered {status}")
 
   limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
   async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as http:
     before = (await http.get("/healthz")).json()["stats"]
+    if client_kind == "raw":
+      connections = [RawConnection(url) for _ in range(clients)]
+      posts = [lambda payload, c=c: _status(c.post("/predict", payload)) for c in connections]
+    else:
+      connections = []
+      posts = [lambda payload: _status(http.post("/predict", json=payload))] * clients
     start = time.perf_counter()
-    await asyncio.gather(*(client(http) for _ in range(clients)))
+    await asyncio.gather(*(client(post) for post in posts))
     wall = time.perf_counter() - start
+    for c in connections:
+      c.close()
     after = (await http.get("/healthz")).json()["stats"]
   cuts = statistics.quantiles(latencies, n=100, method="inclusive")
   calls = after["predict_calls"] - before["predict_calls"]
-  return {"clients": clients, "requests": requests, "texts_per_request": per_request, "wall_s": wall,
+  return {"clients": clients, "client": client_kind, "requests": requests, "texts_per_request": per_request,
+          "wall_s": wall,
           "requests_per_s": requests / wall, "p50_ms": 1000 * cuts[49], "p99_ms": 1000 * cuts[98],
           "mean_ms": 1000 * statistics.fmean(latencies), "model_calls": calls, "calls_per_request": calls / requests}
 
 
+async def _status(response) -> int:
+  answer = await response
+  return answer[0] if isinstance(answer, tuple) else answer.status_code
+
+
 def table(rows: list[dict]) -> list[str]:
-  lines = ["| clients | requests | requests/s | p50 ms | p99 ms | mean ms | model calls per request |",
-           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+  lines = ["| client | clients | requests | requests/s | p50 ms | p99 ms | mean ms | model calls per request |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
   for r in rows:
-    lines.append(f"| {r['clients']} | {r['requests']} | {r['requests_per_s']:.1f} | {r['p50_ms']:.1f} | "
+    lines.append(f"| {r['client']} | {r['clients']} | {r['requests']} | {r['requests_per_s']:.1f} | {r['p50_ms']:.1f} | "
                  f"{r['p99_ms']:.1f} | {r['mean_ms']:.1f} | {r['calls_per_request']:.2f} |")
   return lines
 
@@ -118,6 +165,8 @@ def main() -> None:
   parser.add_argument("--requests", type=int, default=1000, help="requests per concurrency level (default 1000)")
   parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16], help="clients (default: 1 16)")
   parser.add_argument("--texts-per-request", type=int, default=1)
+  parser.add_argument("--client", nargs="+", choices=("httpx", "raw"), default=["httpx", "raw"],
+                      help="load generators, each at every concurrency (default: both)")
   parser.add_argument("--batch-wait-ms", type=float, help="passed to the server (default: the server's)")
   parser.add_argument("--write", action="store_true", help="write the table to --output")
   parser.add_argument("--output", default=str(runner.RESULTS / "serve.md"))
@@ -134,10 +183,11 @@ def main() -> None:
     warm_s = warm_up(url, sentences)
     print(f"warm-up: {warm_s:.1f} s ({len(sentences)} utterances, one per request)", flush=True)
     rows = []
-    for clients in args.concurrency:
-      rows.append(asyncio.run(load_test(url, sentences, clients=clients, requests=args.requests,
-                                        per_request=args.texts_per_request)))
-      print(table(rows[-1:])[-1], flush=True)
+    for client_kind in args.client:
+      for clients in args.concurrency:
+        rows.append(asyncio.run(load_test(url, sentences, clients=clients, requests=args.requests,
+                                          per_request=args.texts_per_request, client_kind=client_kind)))
+        print(table(rows[-1:])[-1], flush=True)
   finally:
     if process is not None:
       process.terminate()
@@ -145,7 +195,7 @@ def main() -> None:
   lines = ["# HTTP serving (bench/serve.py)", "",
            f"`python -m fewshot_nlu.serve` serving {args.model or url} (kind {health['kind']}); one CLINC150 test "
            f"utterance per POST /predict ({args.texts_per_request} per request), {args.requests} requests per row "
-           "from closed-loop clients on the same machine (asyncio + httpx, keep-alive), after a warm-up that "
+           "from closed-loop clients on the same machine (keep-alive; `client`: httpx, or raw asyncio streams), after a warm-up that "
            "compiles every length bucket. Latency is per request, as the client sees it. Model calls per request "
            "below 1: the server gathered concurrent requests into one encode.", "",
            runner.machine(), "", f"Command: `{runner.rerun_command(__file__)}`", "", *table(rows)]

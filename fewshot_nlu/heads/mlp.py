@@ -26,6 +26,7 @@ import numpy as np
 import optax
 
 from fewshot_nlu import config_checks, workdirs
+from fewshot_nlu.data import batching
 from fewshot_nlu.encoders import projection
 from fewshot_nlu.train import optimizer
 
@@ -178,7 +179,12 @@ def predict_proba(layers: list[dict], features: np.ndarray, multilabel: bool = F
       return (1.0 / (1.0 + np.exp(-x))).astype(np.float32)
     x = np.exp(x - x.max(axis=-1, keepdims=True))
     return (x / x.sum(axis=-1, keepdims=True)).astype(np.float32)
-  return np.asarray(_proba_jit(layers, jnp.asarray(features, jnp.float32), multilabel=multilabel))
+  # rows padded to a power of two (``batching.row_bucket``), as the encoder and the index pad theirs: a server's
+  # gathered batches of 3, 5, 6, ... texts reuse the programs its warm-up compiled instead of compiling each
+  n = len(features)
+  padded = np.zeros((batching.row_bucket(n, 1 << 30), np.shape(features)[1]), np.float32)
+  padded[:n] = features
+  return np.asarray(_proba_jit(layers, jnp.asarray(padded), multilabel=multilabel))[:n]
 
 
 @functools.partial(jax.jit, static_argnames=("multilabel",))
