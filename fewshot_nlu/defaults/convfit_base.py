@@ -32,7 +32,9 @@ n = 3. Deviations, each measured:
 
 Throughput option (not in the paper; measured in bench/results/convfit.md): ``train.frozen_prefix_layers`` = N
 freezes the embeddings and the lower N layers, computes their output once per utterance and trains only the
-layers above (-1: the whole encoder trains, as in the paper).
+layers above (-1: the whole encoder trains, as in the paper). On MPNet-base (``--config.model.name=mpnet-base``)
+the embeddings + 4 layers, chosen on BANKING77's ``valid`` over 4 and 6 (bench/results/models.md), is what the
+two-encoder table runs.
 
 Variants (Table 2): --config.stage2.loss=cos|smax, --config.stage2.enabled=False (LM / LM+S1 without S2),
 --config.classifier.kind=knn --config.classifier.space=projected (the paper's 1-NN) or mlp (Casanueva et al. 2020
