@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import pathlib
 import socket
@@ -82,7 +83,8 @@ class RawConnection:
     self.host, self.port = parsed.hostname, parsed.port or 80
     self.reader = self.writer = None
 
-  async def post(self, path: str, payload: dict) -> tuple[int, bytes]:
+  async def post(self, path: str, payload: dict) -> int:
+    """The answer's status (its body read and dropped)."""
     if self.writer is None:
       self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
     body = json.dumps(payload).encode()
@@ -92,7 +94,8 @@ class RawConnection:
     status = int(head.split(b" ", 2)[1])
     length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
                   if line.lower().startswith(b"content-length:"))
-    return status, await self.reader.readexactly(length)
+    await self.reader.readexactly(length)
+    return status
 
   def close(self) -> None:
     if self.writer is not None:
@@ -121,12 +124,11 @@ async def load_test(url: str, sentences: list[str], *, clients: int, requests: i
   limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
   async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as http:
     before = (await http.get("/healthz")).json()["stats"]
-    if client_kind == "raw":
-      connections = [RawConnection(url) for _ in range(clients)]
-      posts = [lambda payload, c=c: _status(c.post("/predict", payload)) for c in connections]
-    else:
-      connections = []
-      posts = [lambda payload: _status(http.post("/predict", json=payload))] * clients
+    async def httpx_post(payload: dict) -> int:
+      return (await http.post("/predict", json=payload)).status_code
+
+    connections = [RawConnection(url) for _ in range(clients)] if client_kind == "raw" else []
+    posts = [functools.partial(c.post, "/predict") for c in connections] or [httpx_post] * clients
     start = time.perf_counter()
     await asyncio.gather(*(client(post) for post in posts))
     wall = time.perf_counter() - start
@@ -139,11 +141,6 @@ async def load_test(url: str, sentences: list[str], *, clients: int, requests: i
           "wall_s": wall,
           "requests_per_s": requests / wall, "p50_ms": 1000 * cuts[49], "p99_ms": 1000 * cuts[98],
           "mean_ms": 1000 * statistics.fmean(latencies), "model_calls": calls, "calls_per_request": calls / requests}
-
-
-async def _status(response) -> int:
-  answer = await response
-  return answer[0] if isinstance(answer, tuple) else answer.status_code
 
 
 def table(rows: list[dict]) -> list[str]:
