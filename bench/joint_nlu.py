@@ -49,6 +49,9 @@ VARIANTS = {"learned": {}, "retrieval": {"slots.support_steps": (0,)},
 # rejects, as in the Retriever's §5.2; the shipped default before 2026-11-26 evening)
 VARIANTS.update({f"{name}-threshold": {**overrides, "slots.none_margins": ()} for name, overrides in
                  list(VARIANTS.items())})
+# learned / retrieval with the slot filler blind to the intent (slots.by_intent = False: every span retrieves from
+# every label; the shipped default before 2026-11-27). Slots-only cells have no intents: the same as without
+VARIANTS.update({f"{name}-independent": {**VARIANTS[name], "slots.by_intent": False} for name in ("learned", "retrieval")})
 
 
 def draw(data_dir: str, cell: str, seed: int) -> list[dict]:

@@ -24,6 +24,10 @@ The parts:
     The same cross-validation chooses whether the spans the examples leave unlabelled are indexed as "no slot"
     (``slots.none_margins``: a span nearer one of them than every labelled span, by the margin, is rejected),
     a deviation from the Retriever's §5.2, which rejects by the threshold alone.
+  * ``slots.by_intent`` (default on): the parts answer jointly. A text's spans retrieve only the slot labels its
+    predicted intent's examples hold (examples without an intent lend theirs to all), after ConProm's
+    intent-slot co-occurrence (Hou et al., 2021); the cross-validation decodes each held-out example with its
+    own intent's labels, so the threshold is chosen for the joint decoding. Off: the slot filler ignores intents.
 """
 
 import ml_collections
@@ -76,6 +80,7 @@ def get_config(intent_method: str = "convfit") -> ml_collections.ConfigDict:
   s.beam_size = 10
   s.merge_threshold = 0.99
   s.threshold_step = 0.05
+  s.by_intent = True  # spans retrieve only the slot labels of the predicted intent's examples (docstring)
   s.threshold_retries = 0  # Retriever §5.2 lowers the threshold until some span passes (10 times by 0.05); a
   # user's utterance may hold no slot at all ("hi"), so none is lowered here
 

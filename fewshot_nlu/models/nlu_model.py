@@ -16,6 +16,11 @@ declared (Rasa ``synonym`` items); its ``evidence`` is the support span it retri
 data with slots but no intents gives a slots-only model (``intent`` is null), data with intents only an
 intents-only one (``entities`` is empty).
 
+With ``slots_by_intent`` (the default of ``fit``), the two parts answer jointly: a text's spans retrieve only the
+slot labels that its predicted intent's training examples hold (``SlotFillerModel.labels_for``; examples without
+an intent lend theirs to every intent; an out-of-scope text retrieves from all). After ConProm's intent-slot
+co-occurrence (Hou et al., 2021); measured in bench/results/joint_nlu.md.
+
 ``add_examples`` takes annotated examples (``data.annotated``'s forms: dicts with ``text``, ``intent`` and
 ``entities`` as character spans) or texts with intents: new intents and new slot types answer at once, without
 retraining. ``save`` / ``load`` write one folder: ``nlu.json`` (kind ``nlu``, synonyms), ``intents/`` and
@@ -82,10 +87,12 @@ class NLUModel:
 
   kind = "nlu"
 
-  def __init__(self, intents=None, slots=None, *, synonyms: dict[str, str] | None = None):
+  def __init__(self, intents=None, slots=None, *, synonyms: dict[str, str] | None = None,
+               slots_by_intent: bool = False):
     if intents is None and slots is None:
       raise ValueError("an NLU model needs an intent model, a slot filler, or both")
     self.intents, self.slots = intents, slots
+    self.slots_by_intent = slots_by_intent and intents is not None and slots is not None
     self.synonyms = {k.lower(): v for k, v in (synonyms or {}).items()}
 
   @property
@@ -130,7 +137,13 @@ class NLUModel:
       order = np.argsort(-scores, axis=1, kind="stable")[:, :RANKING]
       labels = self.labels  # a property that copies the intent model's labels: once per call, not per entry
       ranking = [tuple((labels[c], _finite(row[c])) for c in top) for row, top in zip(scores, order)]
-    slots = self.slots.predict(texts) if self.slots is not None else [None] * len(texts)
+    if self.slots is None:
+      slots = [None] * len(texts)
+    elif self.slots_by_intent:
+      slots = self.slots.predict(texts, intents=[
+          i.label if i is not None and i.label != protocol.OUT_OF_SCOPE else None for i in intents])
+    else:
+      slots = self.slots.predict(texts)
     out = []
     for text, intent, ranked, filled in zip(texts, intents, ranking, slots):
       tokens = tuple(self.slots.word_spans(text) if self.slots is not None else word_lib.word_spans(text))
@@ -189,7 +202,7 @@ class NLUModel:
       support = []
       for e in rows:
         _, tokens, tags = annotated.to_bio(e)
-        support.append({"tokens": tokens, "tags": tags})
+        support.append({"tokens": tokens, "tags": tags, "intent": e.intent})
       self.slots.add_support(support)
 
   # --------------------------------------------------------------------------------------------- storage
@@ -215,7 +228,8 @@ class NLUModel:
   def _write_meta(self, directory: pathlib.Path) -> None:
     protocol.write_meta(directory, META_FILE, {
         "kind": self.kind, "intents": INTENTS if self.intents is not None else None,
-        "slots": SLOTS if self.slots is not None else None, "synonyms": self.synonyms})
+        "slots": SLOTS if self.slots is not None else None, "synonyms": self.synonyms,
+        "slots_by_intent": self.slots_by_intent})
 
   @classmethod
   def load(cls, directory: str | pathlib.Path) -> "NLUModel":
@@ -223,7 +237,8 @@ class NLUModel:
     meta = protocol.read_meta(directory, META_FILE, "the export/ folder of an nlu run")
     intents = registry.load(directory / meta["intents"]) if meta.get("intents") else None
     slots = registry.load(directory / meta["slots"]) if meta.get("slots") else None
-    return cls(intents, slots, synonyms=meta.get("synonyms"))
+    return cls(intents, slots, synonyms=meta.get("synonyms"),
+               slots_by_intent=meta.get("slots_by_intent", False))  # exports before it: independent parts
 
 
 def _finite(value: float) -> float:

@@ -7,8 +7,13 @@ support span it retrieved (text, label, normalised score) and that span's uttera
 set grows with ``add_examples(texts, tags)`` (new slot labels become predictable without retraining; the
 whole support set is re-encoded, which is cheap at few-shot sizes).
 
+A support utterance may name its ``intent``: ``predict(texts, intents=...)`` then lets each text's spans retrieve
+only the slot labels its intent's support utterances hold (``labels_for``; the joint model passes its predicted
+intents, ``models.nlu_model``).
+
 ``save``/``load`` write one folder: the encoder in Hugging Face layout, ``support.jsonl`` (one
-``{"tokens": [...], "tags": [...]}`` per line) and ``slot_filler.json`` (kind ``slot_filler``: span settings,
+``{"tokens": [...], "tags": [...]}`` per line, with ``"intent"`` where known) and ``slot_filler.json`` (kind
+``slot_filler``: span settings,
 decoding settings, the threshold, and notes on where the threshold and support set came from).
 A ``models.protocol.Model``.
 """
@@ -58,6 +63,7 @@ class SlotFillerModel:
                      "threshold_step": threshold_step, "threshold_retries": threshold_retries}
     self.notes = dict(notes or {})  # provenance, recorded in the export (e.g. the threshold's source)
     self.support: list[dict] = []
+    self._labels_by_intent: dict[str, frozenset] | None = None  # built on first use (``labels_for``)
     if support:
       self.add_support(support)
 
@@ -79,9 +85,24 @@ class SlotFillerModel:
       if len(tokens) != len(tags):
         raise ValueError(f"support example {number}: {len(tokens)} words but {len(tags)} tags ({' '.join(tokens)!r})")
       validate_bio(tags, f"support example {number}")
-      rows.append({"tokens": tokens, "tags": tags})
+      row = {"tokens": tokens, "tags": tags}
+      if u.get("intent") is not None:
+        row["intent"] = str(u["intent"])
+      rows.append(row)
     self.retriever.set_support(self.support + rows)
     self.support.extend(rows)
+    self._labels_by_intent = None
+
+  def labels_for(self, intent: str | None) -> frozenset | None:
+    """The slot labels a text of ``intent`` may take: those of the support utterances of that intent and of
+    those without one. None (every label) for no intent or an intent no support utterance names."""
+    if self._labels_by_intent is None:
+      by_intent: dict[str | None, set] = {}
+      for u in self.support:
+        by_intent.setdefault(u.get("intent"), set()).update(label for _, _, label in labelled_spans(u["tags"]))
+      shared = by_intent.pop(None, set())
+      self._labels_by_intent = {k: frozenset(v | shared) for k, v in by_intent.items()}
+    return self._labels_by_intent.get(intent) if intent is not None else None
 
   def replace_support(self, utterances: Sequence[dict]) -> None:
     """Makes ``utterances`` (e.g. ``support.read_support(path)``) the whole support set: the same trained span
@@ -102,24 +123,33 @@ class SlotFillerModel:
 
   # --------------------------------------------------------------------------------------- inference
 
-  def predict(self, texts: Sequence[str], *, neighbours: int = 1) -> list[SlotPrediction]:
+  def predict(self, texts: Sequence[str], *, neighbours: int = 1,
+              intents: Sequence[str | None] | None = None) -> list[SlotPrediction]:
     """The decoded slots of each text (§5.2: dynamic threshold, beam search, merging). Each slot's evidence is
     the one support span its words retrieved (for a merged slot, that of its best-scoring part);
-    ``neighbours`` is accepted for the protocol and not used. A blank text is answered ``protocol.EMPTY``."""
+    ``neighbours`` is accepted for the protocol and not used. ``intents``: one per text (or None), whose
+    support labels its spans retrieve from (``labels_for``). A blank text is answered ``protocol.EMPTY``."""
     del neighbours
-    return protocol.predict_texts(texts, self._predict)
+    texts = protocol.text_list(texts)
+    if intents is None:
+      return protocol.predict_texts(texts, self._predict)
+    if len(intents) != len(texts):
+      raise ValueError(f"{len(texts)} texts but {len(intents)} intents")
+    allowed = [self.labels_for(i) for t, i in zip(texts, intents) if t.strip()]  # predict_texts' answered texts
+    return protocol.predict_texts(texts, lambda answered: self._predict(answered, allowed))
 
   def word_spans(self, text: str) -> list[tuple[int, int]]:
     """The character offsets of the words a text is split into (``words``: on whitespace, or ``data.words``'
     words, punctuation split off)."""
     return WORDS[self.words](text)
 
-  def _predict(self, texts: list[str]) -> list[SlotPrediction]:
+  def _predict(self, texts: list[str], labels: Sequence[frozenset | None] | None = None) -> list[SlotPrediction]:
     offsets = [self.word_spans(t) for t in texts]
     words = [tuple(t[a:b] for a, b in spans) for t, spans in zip(texts, offsets)]
     out = []
     floor = self.threshold - self.decoding["threshold_retries"] * self.decoding["threshold_step"]
-    for text, spans, w, row in zip(texts, offsets, words, self.retriever.candidates(words, floor=floor)):
+    for text, spans, w, row in zip(texts, offsets, words,
+                                   self.retriever.candidates(words, floor=floor, labels=labels)):
       by_span = {(c.start, c.end, c.label): (c, p) for c, p in row}
       slots = []
       for span in decode([c for c, _ in row], threshold=self.threshold, **self.decoding):

@@ -21,6 +21,11 @@ nearest unlabelled one by more than the margin; otherwise it is no candidate. Th
 batch softmax the encoder learns the support with (``methods.span_training``), used at inference too: the user's
 own utterances say what is no slot, where the threshold alone can only say how close is close enough. Measured
 in bench/results/joint_nlu.md.
+
+``candidates(..., labels=...)`` restricts each query's retrieval to some slot labels (the joint model passes the
+labels its predicted intent holds in the support set, after ConProm's intent-slot co-occurrence: Hou et al.,
+2021): a span then retrieves its nearest support span *of those labels*, so the decoder sees the right label's
+score instead of a wrong label's. One sub-index per label set, built once and dropped with the support set.
 """
 
 from __future__ import annotations
@@ -147,6 +152,7 @@ class SlotRetriever:
     self.none_margin = none_margin  # None: no unlabelled spans indexed (the paper's retriever)
     self.index: Index | None = None
     self.none_index: Index | None = None  # the unlabelled spans (unit length), with none_margin
+    self._restricted: dict[frozenset, Index | None] = {}  # label set -> its spans of ``index`` (None: none)
 
   def set_support(self, utterances: Sequence[dict]) -> int:
     """Indexes the labelled spans of ``utterances`` (``{"tokens": [...], "tags": [...]}``), replacing any
@@ -168,6 +174,7 @@ class SlotRetriever:
     if self.similarity == "cosine":
       matrix = l2_normalize(matrix)
     self.index = Index.build(matrix, payloads, metric="dot", backend=self.backend)
+    self._restricted = {}
     self.none_index = self._none_index(utterances, gold) if self.none_margin is not None else None
     return len(self.index)
 
@@ -180,35 +187,50 @@ class SlotRetriever:
     matrix = l2_normalize(np.concatenate(vectors))
     return Index.build(matrix, [{}] * len(matrix), metric="dot", backend=self.backend)
 
-  def candidates(self, word_lists: Sequence[Sequence[str]], *, floor: float = 0.0
-                 ) -> list[list[tuple[Candidate, dict]]]:
+  def restricted(self, labels: frozenset | None) -> Index | None:
+    """The index of the support spans whose label is in ``labels`` (all of them for None; None when no span
+    has one of those labels)."""
+    if labels is None:
+      return self.index
+    if labels not in self._restricted:
+      keep = [i for i, p in enumerate(self.index.payloads) if p["label"] in labels]
+      self._restricted[labels] = (Index.build(self.index.vectors[keep], [self.index.payloads[i] for i in keep],
+                                              metric="dot", backend=self.backend) if keep else None)
+    return self._restricted[labels]
+
+  def candidates(self, word_lists: Sequence[Sequence[str]], *, floor: float = 0.0,
+                 labels: Sequence[frozenset | None] | None = None) -> list[list[tuple[Candidate, dict]]]:
     """Per utterance, every span of up to ``max_words`` words as a (Candidate, retrieved payload) pair (with
     ``none_margin``: those closer to a labelled span than to every unlabelled one by more than the margin).
     ``floor``: only spans scoring at least that (a decoder whose lowest threshold is ``floor`` keeps no other;
-    the unlabelled spans are searched for these alone)."""
+    the unlabelled spans are searched for these alone). ``labels``: per utterance, the slot labels it may
+    retrieve (None: all; module docstring)."""
     if self.index is None:
       raise ValueError("no support set: call set_support first")
+    if labels is not None and len(labels) != len(word_lists):
+      raise ValueError(f"{len(word_lists)} utterances but {len(labels)} label sets")
     spans = [enumerate_spans(len(words), self.max_words) for words in word_lists]
     vectors = self.encoder.encode(word_lists, spans)
     if self.similarity == "cosine":
       vectors = [l2_normalize(v) for v in vectors]
     out = []
-    for utterance_spans, vecs in zip(spans, vectors):
-      if not utterance_spans:
+    for utterance_spans, vecs, allowed in zip(spans, vectors, labels if labels is not None else [None] * len(spans)):
+      index = self.restricted(allowed)
+      if not utterance_spans or index is None:
         out.append([])
         continue
-      scores, items = self.index.search(vecs, 1)
+      scores, items = index.search(vecs, 1)
       scores, items = scores[:, 0], items[:, 0]
       norms = (np.linalg.norm(vecs, axis=1).astype(np.float64)
-               * np.linalg.norm(self.index.vectors[items], axis=1).astype(np.float64))
+               * np.linalg.norm(index.vectors[items], axis=1).astype(np.float64))
       scores = scores.astype(np.float64)
       cosines = np.clip(np.divide(scores, norms, out=np.zeros_like(scores), where=norms > 0), 0.0, 1.0)
       kept = cosines >= floor - 1e-9 if floor > 0 else np.ones(len(cosines), bool)
       if self.none_index is not None and self.none_margin is not None and kept.any():
         nearest_none = self.none_index.search(l2_normalize(vecs[kept]), 1)[0][:, 0].astype(np.float64)
         kept[kept] = cosines[kept] > nearest_none + self.none_margin
-      out.append([(Candidate(start, end, self.index.payloads[int(item)]["label"], float(cosine)),
-                   self.index.payloads[int(item)])
+      out.append([(Candidate(start, end, index.payloads[int(item)]["label"], float(cosine)),
+                   index.payloads[int(item)])
                   for (start, end), cosine, item, keep in zip(utterance_spans, cosines, items, kept) if keep])
     return out
 

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.models import protocol
 from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder
 
 
@@ -23,3 +24,30 @@ def test_an_exported_slot_filler_answers_from_another_support_set(tiny_bert_dir,
   assert SlotFillerModel.load(export).labels == ["time"]  # the export itself is untouched
   with pytest.raises(ValueError, match="the support set is empty"):
     loaded.replace_support([])
+
+
+def test_slot_labels_follow_the_intent_of_the_support_utterances(tiny_bert_dir, tmp_path):
+  """``labels_for``: the labels of an intent's support utterances and of those without an intent; None (all) for
+  no intent or an unknown one; ``predict(intents=...)`` retrieves only those, and the intents survive save/load."""
+  from fewshot_nlu.models.slot_filler import SlotFillerModel
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  support = [{"tokens": "set an alarm for seven am".split(), "tags": "O O O O B-time I-time".split(),
+              "intent": "alarm"},
+             {"tokens": "play some jazz".split(), "tags": "O O B-genre".split(), "intent": "music"},
+             {"tokens": "hello there".split(), "tags": "O O".split(), "intent": "greet"},
+             {"tokens": "in paris".split(), "tags": "O B-city".split()}]
+  filler = SlotFillerModel(SlotRetriever(encoder, max_words=3), support, threshold=0.0)
+  assert filler.labels_for("alarm") == {"time", "city"} and filler.labels_for("greet") == {"city"}
+  assert filler.labels_for(None) is None and filler.labels_for("unknown") is None
+  texts = ["play some jazz at seven am", "", "play some jazz at seven am"]
+  joint = filler.predict(texts, intents=["music", None, None])
+  assert {s.label for s in joint[0].slots} <= {"genre", "city"} and joint[1] is protocol.EMPTY
+  assert {s.label for s in joint[2].slots} == {s.label for s in filler.predict([texts[2]])[0].slots}
+  with pytest.raises(ValueError, match="3 texts but 1 intents"):
+    filler.predict(texts, intents=["music"])
+  filler.add_support([{"tokens": "wake me at six".split(), "tags": "O O O B-time".split(), "intent": "greet"}])
+  assert filler.labels_for("greet") == {"city", "time"}  # the support grew: labels recomputed
+  loaded = SlotFillerModel.load(filler.save(tmp_path / "export"))
+  assert [u.get("intent") for u in loaded.support] == ["alarm", "music", "greet", None, "greet"]
+  assert loaded.labels_for("music") == {"genre", "city"}

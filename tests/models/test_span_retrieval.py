@@ -109,3 +109,31 @@ def test_unlabelled_support_spans_reject_the_query_spans_nearest_them(tiny_bert_
   for floor in (0.3, 0.6, 0.9):
     floored = retriever.candidates([query], floor=floor)[0]
     assert floored == [(c, p) for c, p in retriever.candidates([query])[0] if c.score >= floor - 1e-9]
+
+
+def test_restricted_labels_retrieve_the_nearest_span_of_those_labels(tiny_bert_dir):
+  """``candidates(labels=...)``: each query span's hit is its nearest support span among the allowed labels
+  (numpy reference on the same vectors); None allows all; labels no span has give no candidate."""
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  support = [{"tokens": "book a table at an italian restaurant".split(), "tags": "O O O O O B-cuisine O".split()},
+             {"tokens": "set an alarm for seven am".split(), "tags": "O O O O B-time I-time".split()},
+             {"tokens": "play jazz tonight".split(), "tags": "O B-genre B-time".split()}]
+  retriever = SlotRetriever(encoder, max_words=3)
+  retriever.set_support(support)
+  query = "book jazz at seven".split()
+  everything, only_time, unknown = retriever.candidates([query] * 3, labels=[None, frozenset({"time"}),
+                                                                             frozenset({"nothing"})])
+  assert everything == retriever.candidates([query])[0] and unknown == []
+  vectors, payloads = retriever.index.vectors, retriever.index.payloads
+  keep = [i for i, p in enumerate(payloads) if p["label"] == "time"]
+  query_vectors = encoder.encode([query], [[(c.start, c.end) for c, _ in everything]])[0]
+  cosines = (query_vectors / np.linalg.norm(query_vectors, axis=1, keepdims=True)) @ vectors[keep].T
+  assert {c.label for c, _ in only_time} == {"time"}
+  np.testing.assert_allclose([c.score for c, _ in only_time], np.clip(cosines.max(1), 0, 1), atol=1e-5)
+  assert [p["text"] for _, p in only_time] == [payloads[keep[j]]["text"] for j in cosines.argmax(1)]
+  assert any(c.label != "time" for c, _ in everything)  # the restriction changed some hits
+  with pytest.raises(ValueError, match="2 label sets"):
+    retriever.candidates([query], labels=[None, None])
+  retriever.set_support(support[:2])  # a new support set drops the sub-indexes built for the old one
+  assert [p["text"] for _, p in retriever.candidates([query], labels=[frozenset({"time"})])[0]][:1] == ["seven am"]

@@ -102,7 +102,8 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   start = time.perf_counter()
   slots = train_slots(config, data, results)
   results["slots_seconds"] = round(time.perf_counter() - start, 1)
-  model = NLUModel(intents, slots, synonyms=data.value_synonyms())
+  model = NLUModel(intents, slots, synonyms=data.value_synonyms(),
+                   slots_by_intent=config.slots.get("by_intent", False))  # configs before it: independent
   if jax.process_index() == 0:
     with workdirs.atomic_folder(workdir / "export") as export:
       model.save(export)
@@ -144,11 +145,11 @@ INTENTS_DIR = "intents"
 # ------------------------------------------------------------------------------------------------ slots
 
 def support_of(examples) -> list[dict]:
-  """The examples as slot-filler support utterances (words split at entity boundaries, BIO tags)."""
+  """The examples as slot-filler support utterances (words split at entity boundaries, BIO tags, intent)."""
   out = []
   for e in examples:
     _, tokens, tags = annotated.to_bio(e)
-    out.append({"tokens": tokens, "tags": tags})
+    out.append({"tokens": tokens, "tags": tags, "intent": e.intent})
   return out
 
 
@@ -212,7 +213,7 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[int, float |
   """(step count, none margin, threshold, a record) chosen by cross-validation on the support set: each of
   ``slots.folds`` folds of its utterances with entities is decoded from the rest (which learns for each candidate
   step count, snapshots of one run), for each margin of ``slots.none_margins`` (and None: no unlabelled spans;
-  ``SlotRetriever``) and threshold; span counts pooled over folds, the best micro F1 wins (ties: fewer steps, no
+  ``SlotRetriever``) and threshold, with ``slots.by_intent`` each from its own intent's labels in the rest; span counts pooled over folds, the best micro F1 wins (ties: fewer steps, no
   margin before the smaller ones, the first threshold). Fewer than two utterances with entities: retrieval alone
   at ``NO_THRESHOLD``."""
   s = config.slots
@@ -240,11 +241,12 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[int, float |
       continue
     for k, encoder in enumerate(span_training.learn_support(base, train, tuning, seed=config.seed + f,
                                                             snapshots=steps_grid)):
-      retriever = SlotRetriever(encoder, max_words=s.max_words, none_margin=margins[-1])
-      retriever.set_support(train)
+      filler = SlotFillerModel(SlotRetriever(encoder, max_words=s.max_words, none_margin=margins[-1]), train,
+                               threshold=0.0)
+      labels = [filler.labels_for(q.get("intent")) for q in queries] if s.get("by_intent", False) else None
       for j, margin in enumerate(margins):
-        retriever.none_margin = margin
-        for q, row in zip(queries, retriever.candidates([q["tokens"] for q in queries])):
+        filler.retriever.none_margin = margin
+        for q, row in zip(queries, filler.retriever.candidates([q["tokens"] for q in queries], labels=labels)):
           for t, spans in enumerate(decode_sweep([c for c, _ in row], s.thresholds, **decoding)):
             counts[k][j][t].add(q["tags"], to_bio(spans, len(q["tokens"])))
   f1 = np.array([[[c.f1 for c in row] for row in by_margin] for by_margin in counts])

@@ -80,6 +80,13 @@ def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_p
     assert text[e["start"]:e["end"]] in (e["value"], "veggie") and e["extractor"] == "fewshot_nlu"
   assert [text[a:b] for a, b in answer["text_tokens"]] == ["Can", "I", "get", "a", "medium", "veggie", "?"]
   assert model.results["slots"]["how"].startswith("2-fold cross-validation on the 11 training utterances")
+  # joint: each text's entities are of the labels its predicted intent's examples hold (greet: none)
+  assert model.slots_by_intent and model.slots.labels_for("greet") == frozenset()
+  assert model.slots.labels_for("order_pizza") == {"address", "size", "topping"}
+  for answer in model.parse(["hi, a large pepperoni to 10 Downing St.", text, "track my large pizza"]):
+    intent = answer["intent"]["name"]
+    allowed = model.slots.labels_for(None if intent == "out_of_scope" else intent)
+    assert allowed is None or {e["entity"] for e in answer["entities"]} <= allowed
   assert not (tmp_path / "run" / "checkpoints").exists() and not (tmp_path / "run" / "intents" / "checkpoints").exists()
 
   model.add_examples([{"text": "what's on the menu for [friday](day)?", "intent": "menu",
@@ -92,6 +99,8 @@ def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_p
   assert again.labels == model.labels and again.slot_labels == model.slot_labels
   assert rounded(again.parse([text])) == rounded(model.parse([text]))  # re-encoded in other batches: float noise
   assert again.synonyms == {"veggie": "vegetarian"}
+  assert again.slots_by_intent and again.slots.labels_for("menu") == {"day"}
+  assert again.slots.labels_for("goodbye") == frozenset()  # an added intent without entities
 
   assert predict.main(["--model", str(saved), text]) == 0
   shown = capsys.readouterr().out
