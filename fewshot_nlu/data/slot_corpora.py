@@ -42,10 +42,25 @@ def examples(name: str, data_dir: str | pathlib.Path, split: str = "train") -> l
 
 def _nlupp(root: pathlib.Path):
   for path in sorted((root / "data").glob("*/fold*.json"), key=lambda p: (p.parent.name, int(p.stem[4:]))):
-    for i, row in enumerate(json.loads(path.read_text(encoding="utf-8"))):
-      entities = [{"start": slot["span"][0], "end": slot["span"][1], "entity": f"{path.parent.name}_{name}"}
-                  for name, slot in (row.get("slots") or {}).items()]
-      yield annotated.example(row["text"], None, _without_overlaps(entities), f"{path}[{i}]")
+    yield from _nlupp_fold(path)
+
+
+def _nlupp_fold(path: pathlib.Path):
+  for i, row in enumerate(json.loads(path.read_text(encoding="utf-8"))):
+    entities = [{"start": slot["span"][0], "end": slot["span"][1], "entity": f"{path.parent.name}_{name}"}
+                for name, slot in (row.get("slots") or {}).items()]
+    yield annotated.example(row["text"], None, _without_overlaps(entities), f"{path}[{i}]")
+
+
+def nlupp_folds(data_dir: str | pathlib.Path, domain: str) -> list[list[annotated.Example]]:
+  """NLU++'s 20 shipped folds of ``domain`` (``banking`` | ``hotels``), each a list of slot-annotated examples
+  (labels ``<domain>_<slot>``, without intents; nested slots resolved as ``examples`` does). Its "low" (20-fold)
+  setting trains on one fold and tests on the other 19."""
+  root = pathlib.Path(data_dir).expanduser() / FOLDERS["nlupp"] / "data" / domain
+  paths = sorted(root.glob("fold*.json"), key=lambda p: int(p.stem[4:]))
+  if not paths:
+    raise MissingDataFile(f"{root}: no NLU++ folds (fold0.json ... fold19.json; set the data folder)")
+  return [list(_nlupp_fold(path)) for path in paths]
 
 
 def _sgd(root: pathlib.Path):
