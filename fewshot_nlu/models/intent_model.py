@@ -93,13 +93,14 @@ class IntentModel:
   @classmethod
   def from_examples(cls, encoder: SentenceEncoder, texts: Sequence[str], labels: Sequence[str], *,
                     label_names: Sequence[str] | None = None, show_progress: bool = False,
-                    metric: str = "cosine", **kwargs) -> "IntentModel":
+                    metric: str = "cosine", vectors: np.ndarray | None = None, **kwargs) -> "IntentModel":
     """Indexes the labelled examples; ``label_names`` (the classifier's label order, e.g. the MLP's
-    outputs) defaults to the sorted labels; ``metric``: how neighbours are found ("cosine" | "dot"). An MLP
+    outputs) defaults to the sorted labels; ``metric``: how neighbours are found ("cosine" | "dot");
+    ``vectors``: ``encoder.encode(texts)`` when the caller has it already (not encoded again). An MLP
     model given ``head`` settings but no ``mlp`` layers is trained here on the indexed examples."""
     index = Index(encoder.dim, metric=metric)
     model = cls(encoder, index, label_names or sorted(set(labels)), **kwargs)
-    model._index_examples(texts, labels, show_progress)
+    model._index_examples(texts, labels, show_progress, vectors)
     if model.classifier != "mlp":
       model.labels.extend(sorted(set(labels) - set(model.labels)))
     elif model.mlp is None:  # trained here, on the indexed examples
@@ -121,10 +122,13 @@ class IntentModel:
     if self.classifier == "mlp" and self.head is not None:
       self.mlp = self.fit_head()
 
-  def _index_examples(self, texts: Sequence[str], labels: Sequence[str], show_progress: bool) -> None:
+  def _index_examples(self, texts: Sequence[str], labels: Sequence[str], show_progress: bool,
+                      vectors: np.ndarray | None = None) -> None:
     if len(texts) != len(labels):
       raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
-    self.index.add(self.encoder.encode(texts, show_progress=show_progress),
+    if vectors is not None and len(vectors) != len(texts):
+      raise ValueError(f"{len(vectors)} vectors for {len(texts)} texts")
+    self.index.add(self.encoder.encode(texts, show_progress=show_progress) if vectors is None else vectors,
                    [{"text": t, "label": l} for t, l in zip(texts, labels)])
 
   def fit_head(self) -> list[dict]:

@@ -233,14 +233,17 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   start = time.perf_counter()
   pool = _pool(config, train_split)
   labels = list(train_split.label_names)
+  pool_vectors = encoder.encode(pool.texts, show_progress=True)  # once, for the selection, the head and the index
   kind = config.classifier.kind
   if kind == AUTO:
-    kind, results["classifier_selection"] = _select_classifier(config, encoder, pool, labels)
+    kind, results["classifier_selection"] = _select_classifier(config, encoder, pool, labels, pool_vectors)
   classifier = CLASSIFIERS[kind]
-  mlp = _train_mlp(labels, encoder, train_split, config, kind) if classifier == "mlp" else None
+  mlp = (_train_mlp(labels, encoder, train_split, config, kind, pool_vectors if pool is train_split else None)
+         if classifier == "mlp" else None)
   intent_model = IntentModel.from_examples(encoder, pool.texts, pool.labels, show_progress=True, label_names=labels,
                                            k=config.classifier.k, classifier=classifier, mlp=mlp,
-                                           head=_mlp_config(config, kind))  # kept: added examples retrain the head
+                                           head=_mlp_config(config, kind),  # kept: added examples retrain the head
+                                           vectors=pool_vectors)
   timings["classifier_seconds"] = time.perf_counter() - start
   evaluation = knn.evaluate(intent_model, eval_split, workdir, "predictions")
   results.update(evaluation.results)
@@ -311,11 +314,12 @@ def no_development_rule(candidates: list[str], counts: collections.Counter) -> t
   return candidates[0], f"the first of classifier.candidates ({fewest} to {most} examples per intent)"
 
 
-def _select_classifier(config, encoder: SentenceEncoder, pool: IntentSplit, labels: list[str]) -> tuple[str, dict]:
+def _select_classifier(config, encoder: SentenceEncoder, pool: IntentSplit, labels: list[str],
+                       pool_vectors: np.ndarray) -> tuple[str, dict]:
   """``classifier.kind=auto``: the candidate (``classifier.candidates``) most accurate on the development split
-  ``classifier.select_split`` (never the test set; ties: the one listed first), each fitted on the pool; without
-  a split, the first candidate. Returns it and the record of the choice (``results.json``
-  ``classifier_selection``)."""
+  ``classifier.select_split`` (never the test set; ties: the one listed first), each fitted on the pool (its
+  ``pool_vectors``); without a split, the first candidate. Returns it and the record of the choice
+  (``results.json`` ``classifier_selection``)."""
   candidates, split = list(config.classifier.candidates), config.classifier.select_split
   if not split:
     chosen, reason = no_development_rule(candidates, collections.Counter(pool.labels))
@@ -326,9 +330,9 @@ def _select_classifier(config, encoder: SentenceEncoder, pool: IntentSplit, labe
   accuracy, index = {}, None
   for kind in candidates:
     if index is None:  # the pool is encoded once, its index shared by the candidates
-      model = IntentModel.from_examples(encoder, pool.texts, pool.labels, show_progress=True, label_names=labels,
+      model = IntentModel.from_examples(encoder, pool.texts, pool.labels, label_names=labels,
                                         k=config.classifier.k, classifier=CLASSIFIERS[kind],
-                                        head=_mlp_config(config, kind))
+                                        head=_mlp_config(config, kind), vectors=pool_vectors)
       index = model.index
     else:
       model = IntentModel(encoder, index, labels, k=config.classifier.k, classifier=CLASSIFIERS[kind],
@@ -342,8 +346,11 @@ def _select_classifier(config, encoder: SentenceEncoder, pool: IntentSplit, labe
   return chosen, {"split": split, "chosen": chosen, "accuracy": accuracy}
 
 
-def _train_mlp(labels: list[str], encoder: SentenceEncoder, train_split: IntentSplit, config, kind: str):
-  features = encoder.encode(train_split.texts, show_progress=True)
+def _train_mlp(labels: list[str], encoder: SentenceEncoder, train_split: IntentSplit, config, kind: str,
+               features: np.ndarray | None = None):
+  """The softmax head on ``train_split``'s vectors (``features`` when the caller has encoded it already)."""
+  if features is None:
+    features = encoder.encode(train_split.texts, show_progress=True)
   targets = np.eye(len(labels), dtype=np.float32)[[labels.index(l) for l in train_split.labels]]
   return mlp_head.train(features, targets, _mlp_config(config, kind))
 

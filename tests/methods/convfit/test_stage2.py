@@ -14,6 +14,7 @@ from fewshot_nlu import main, predict
 from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.data import splits
 from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.methods.convfit import stage2 as convfit
 from fewshot_nlu.models.intent_model import IntentModel
 from tests import report_checks, tiny
@@ -113,10 +114,18 @@ def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, vari
 
 
 def test_auto_classifier_is_the_candidate_most_accurate_on_the_development_split(tmp_path, tiny_bert_dir,
-                                                                                  toy_intents):
+                                                                                  toy_intents, monkeypatch):
   config = _stage2_config(toy_intents, tiny_bert_dir, classifier__select_split="train", train__epochs=1,
                           classifier__candidates=("knn", "prototype", "linear"))
+  encoded = []
+  original = SentenceEncoder.encode
+  monkeypatch.setattr(SentenceEncoder, "encode", lambda self, texts, **kw: encoded.append(list(texts)) or
+                      original(self, texts, **kw))
   results = main.run(config, tmp_path / "run")
+  monkeypatch.undo()
+  # the pool's utterances are encoded three times: by the untouched encoder (1-NN before training), once by the
+  # trained one for the three candidates, the head and the index, and as the development split
+  assert encoded.count(list(splits.read_split(config, "train").texts)) == 3
   selection = results["classifier_selection"]
   assert selection["split"] == "train" and list(selection["accuracy"]) == ["knn", "prototype", "linear"]
   # recomputed from the exported encoder: each candidate fitted on the pool, scored on the split
