@@ -149,7 +149,7 @@ class SlotFillerModel:
     out = []
     floor = self.threshold - self.decoding["threshold_retries"] * self.decoding["threshold_step"]
     for text, spans, w, row in zip(texts, offsets, words,
-                                   self.retriever.candidates(words, floor=floor, labels=labels)):
+                                   self.retriever.candidates(words, floor=floor, labels=labels, cache=False)):
       by_span = {(c.start, c.end, c.label): (c, p) for c, p in row}
       slots = []
       for span in decode([c for c, _ in row], threshold=self.threshold, **self.decoding):
@@ -173,7 +173,7 @@ class SlotFillerModel:
       raise ValueError("the model has no support set to retrieve from")
     words = [[t[a:b] for a, b in self.word_spans(t)] for t in texts]
     spans = [enumerate_spans(len(w), self.retriever.max_words) for w in words]
-    vectors = self.retriever.encoder.encode(words, spans)
+    vectors = self.retriever.encoder.encode(words, spans, cache=False)
     index = self.retriever.index
     column = {l: c for c, l in enumerate(self.labels)}
     rows = [column[p["label"]] for p in index.payloads]

@@ -62,7 +62,8 @@ class SpanEncoder:
 
   The word-piece states of each distinct utterance are computed once and kept (keyed by its words; the cache
   belongs to this encoder's params), so the episodes of a domain, which share most of their utterances, cost
-  one encoding of each utterance; a span's vector is then two rows of its utterance's states.
+  one encoding of each utterance; a span's vector is then two rows of its utterance's states. ``cache=False``
+  computes without keeping: a served model's queries, each new, would otherwise grow the cache without bound.
   """
 
   def __init__(self, cfg: transformer.EncoderConfig, params: Any, tokenizer: Tokenizer, *, max_length: int = 64,
@@ -78,10 +79,13 @@ class SpanEncoder:
     self.dim = 2 * cfg.hidden_size
     self._states: dict[tuple[str, ...], tuple[np.ndarray, list[tuple[int, int]]]] = {}
 
-  def states(self, word_lists: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
-    """Per utterance, (its [pieces, H] states, per word its (first, last) piece), encoding the new ones."""
+  def states(self, word_lists: Sequence[Sequence[str]], *, cache: bool = True
+             ) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
+    """Per utterance, (its [pieces, H] states, per word its (first, last) piece), encoding the new ones (and
+    keeping them, with ``cache``)."""
     keys = [tuple(words) for words in word_lists]
     missing = list(dict.fromkeys(k for k in keys if k not in self._states))
+    fresh = {}
     if missing:
       encoded = self.tokenizer.encode_words(missing, self.max_length)
       computed = inference.encode_bucketed(
@@ -90,17 +94,19 @@ class SpanEncoder:
                                            cfg=self.cfg, dtype=self.dtype),
           pad_id=self.tokenizer.pad_id, buckets=self.buckets, batch_size=self.batch_size,
           row_sizes=[len(ids) for ids, _ in encoded])
-      self._states.update(zip(missing, ((np.ascontiguousarray(c), pieces)
-                                        for c, (_, pieces) in zip(computed, encoded))))
-    return [self._states[k] for k in keys]
+      fresh = dict(zip(missing, ((np.ascontiguousarray(c), pieces) for c, (_, pieces) in zip(computed, encoded))))
+      if cache:
+        self._states.update(fresh)
+    return [self._states[k] if k in self._states else fresh[k] for k in keys]
 
-  def encode(self, word_lists: Sequence[Sequence[str]], spans: Sequence[Sequence[tuple[int, int]]]
-             ) -> list[np.ndarray]:
+  def encode(self, word_lists: Sequence[Sequence[str]], spans: Sequence[Sequence[tuple[int, int]]], *,
+             cache: bool = True) -> list[np.ndarray]:
     """Per utterance, a [len(spans[u]), 2H] array: the vectors of its word spans [start, end), through the
     learnt ``metric`` when there is one (``methods.span_training.learn_metric``). A span with a word cut off by
-    truncation gets a zero vector (it can retrieve nothing with a positive score)."""
+    truncation gets a zero vector (it can retrieve nothing with a positive score). ``cache``: keep the
+    utterances' states (``states``)."""
     out = []
-    for (hidden, pieces), utterance_spans in zip(self.states(word_lists), spans):
+    for (hidden, pieces), utterance_spans in zip(self.states(word_lists, cache=cache), spans):
       if not len(utterance_spans):
         out.append(np.zeros((0, self.dim), np.float32))
         continue
@@ -199,18 +205,20 @@ class SlotRetriever:
     return self._restricted[labels]
 
   def candidates(self, word_lists: Sequence[Sequence[str]], *, floor: float = 0.0,
-                 labels: Sequence[frozenset | None] | None = None) -> list[list[tuple[Candidate, dict]]]:
+                 labels: Sequence[frozenset | None] | None = None, cache: bool = True
+                 ) -> list[list[tuple[Candidate, dict]]]:
     """Per utterance, every span of up to ``max_words`` words as a (Candidate, retrieved payload) pair (with
     ``none_margin``: those closer to a labelled span than to every unlabelled one by more than the margin).
     ``floor``: only spans scoring at least that (a decoder whose lowest threshold is ``floor`` keeps no other;
     the unlabelled spans are searched for these alone). ``labels``: per utterance, the slot labels it may
-    retrieve (None: all; module docstring)."""
+    retrieve (None: all; module docstring). ``cache``: keep the utterances' encoder states (``SpanEncoder``;
+    off for one-off queries)."""
     if self.index is None:
       raise ValueError("no support set: call set_support first")
     if labels is not None and len(labels) != len(word_lists):
       raise ValueError(f"{len(word_lists)} utterances but {len(labels)} label sets")
     spans = [enumerate_spans(len(words), self.max_words) for words in word_lists]
-    vectors = self.encoder.encode(word_lists, spans)
+    vectors = self.encoder.encode(word_lists, spans, cache=cache)
     if self.similarity == "cosine":
       vectors = [l2_normalize(v) for v in vectors]
     out = []

@@ -51,3 +51,23 @@ def test_slot_labels_follow_the_intent_of_the_support_utterances(tiny_bert_dir, 
   loaded = SlotFillerModel.load(filler.save(tmp_path / "export"))
   assert [u.get("intent") for u in loaded.support] == ["alarm", "music", "greet", None, "greet"]
   assert loaded.labels_for("music") == {"genre", "city"}
+
+
+def test_predicting_keeps_no_query_states_so_a_served_model_does_not_grow(tiny_bert_dir):
+  """The span encoder caches its support utterances' states; a query's are computed and dropped (a server sees
+  each text once), with the same slots as when they were kept."""
+  from fewshot_nlu.models.slot_filler import SlotFillerModel
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  support = [{"tokens": "set an alarm for seven am".split(), "tags": "O O O O B-time I-time".split()}]
+  filler = SlotFillerModel(SlotRetriever(encoder, max_words=3), support, threshold=0.0)
+  kept = len(encoder._states)
+  texts = [f"wake me at {n} am please" for n in range(12)]
+  first = filler.predict(texts)
+  filler.scores(texts)
+  assert len(encoder._states) == kept == 1
+  cached = filler.retriever.candidates([t.split() for t in texts])  # the retriever's own default keeps them
+  assert len(encoder._states) == kept + len(texts)
+  assert [[(s.start, s.end, s.label, s.score) for s in p.slots] for p in first] == [
+      [(s.start, s.end, s.label, s.score) for s in p.slots] for p in filler.predict(texts)]
+  assert len(cached) == len(texts)
