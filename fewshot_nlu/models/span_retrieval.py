@@ -114,9 +114,13 @@ class SpanEncoder:
       pieces = np.asarray(pieces, np.int64).reshape(-1, 2)
       first, last = pieces[bounds[:, 0], 0], pieces[bounds[:, 1] - 1, 1]
       ok = (first >= 0) & (last >= 0)  # pieces_ok: both ends survived truncation
-      vectors = np.concatenate([hidden[np.where(ok, first, 0)], hidden[np.where(ok, last, 0)]], axis=1)
-      vectors = np.where(ok[:, None], vectors, 0.0).astype(np.float32)
-      out.append(vectors if self.metric is None else vectors @ self.metric)
+      first, last = np.where(ok, first, 0), np.where(ok, last, 0)
+      if self.metric is None:
+        vectors = np.concatenate([hidden[first], hidden[last]], axis=1)
+      else:  # [h_first, h_last] @ W = h_first @ W_top + h_last @ W_bottom: the pieces (few) through W, not the spans
+        width = hidden.shape[1]
+        vectors = (hidden @ self.metric[:width])[first] + (hidden @ self.metric[width:])[last]
+      out.append(np.where(ok[:, None], vectors, 0.0).astype(np.float32))
     return out
 
   def with_metric(self, metric: np.ndarray | None) -> "SpanEncoder":

@@ -137,3 +137,20 @@ def test_restricted_labels_retrieve_the_nearest_span_of_those_labels(tiny_bert_d
     retriever.candidates([query], labels=[None, None])
   retriever.set_support(support[:2])  # a new support set drops the sub-indexes built for the old one
   assert [p["text"] for _, p in retriever.candidates([query], labels=[frozenset({"time"})])[0]][:1] == ["seven am"]
+
+
+def test_span_vectors_through_a_metric_are_the_plain_vectors_times_it(tiny_bert_dir):
+  """With a learnt span metric W, a span's vector is [first, last] @ W (computed per piece, then gathered);
+  a span cut by truncation stays zero."""
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  plain = SpanEncoder(model.config, model.params, model.tokenizer, max_length=8, batch_size=4)
+  width = 2 * model.config.hidden_size
+  metric = np.random.default_rng(0).normal(size=(width, width)).astype(np.float32)
+  words = ["book a table at an italian restaurant tonight".split(), "hi".split()]
+  spans = [enumerate_spans(len(w), 3) for w in words]
+  expected = [v @ metric for v in plain.encode(words, spans)]
+  got = plain.with_metric(metric).encode(words, spans)
+  for e, g in zip(expected, got):
+    np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
+  cut = [i for i, (a, b) in enumerate(spans[0]) if not plain.encode([words[0]], [[(a, b)]])[0].any()]
+  assert cut and not got[0][cut].any()  # max_length 8 cuts the long utterance's last words
