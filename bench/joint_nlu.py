@@ -61,7 +61,8 @@ VARIANTS.update({f"{name}-threshold": {**overrides, "slots.none_margins": ()} fo
                  list(VARIANTS.items())})
 # learned / retrieval with the slot filler blind to the intent (slots.by_intent = False: every span retrieves from
 # every label; the shipped default before 2026-11-27). Slots-only cells have no intents: the same as without
-VARIANTS.update({f"{name}-independent": {**VARIANTS[name], "slots.by_intent": False} for name in ("learned", "retrieval")})
+VARIANTS.update({f"{name}-independent": {**VARIANTS[name], "slots.by_intent": False}
+                 for name in ("learned", "retrieval")})
 
 
 def draw(data_dir: str, cell: str, seed: int) -> list[dict]:
@@ -184,7 +185,8 @@ def nlupp_table(rows: list[dict]) -> list[str]:
            "Train on one fold of a domain, test on its other 19; slot F1 (exact spans) in %, mean ± std over the "
            "folds run (n; the paper's protocol averages all 20: fewer is unfinished). The span encoder never saw "
            "NLU++ (SNIPS, MixATIS, SGD). " + machine(), "",
-           "| domain | variant | span encoder steps | folds (n of 20) | slot F1 | precision | recall | fit s | parse ms |",
+           "| domain | variant | span encoder steps | folds (n of 20) | slot F1 | precision | recall | fit s "
+           "| parse ms |",
            "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
   for (dataset, name, steps), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], list(VARIANTS).index(kv[0][1])
                                                                             if kv[0][1] in VARIANTS else 99)):
@@ -221,7 +223,8 @@ def main() -> None:
     for cell in args.cells.split(","):
       dataset, kind = cell.split(":")
       snips = dataset == "snips" and kind[:1] in ("k", "n")
-      nlupp = dataset in ("nlupp-banking", "nlupp-hotels") and kind[:1] == "f" and kind[1:].isdigit() and int(kind[1:]) < 20
+      nlupp = (dataset in ("nlupp-banking", "nlupp-hotels") and kind[:1] == "f" and kind[1:].isdigit()
+               and int(kind[1:]) < 20)
       if not (snips or nlupp) or not kind[1:].isdigit():
         raise SystemExit(f"{cell}: cells are snips:k<K>, snips:n<N>, nlupp-banking:f<fold> or nlupp-hotels:f<fold>")
       for seed in map(int, args.seeds.split(",")):
@@ -233,7 +236,7 @@ def main() -> None:
           f.write(json.dumps(row) + "\n")
         res = row["results"]
         print(f"{args.variant} {cell} seed {seed}: intent {res['intent_accuracy']} slot F1 {res['slot_f1']:.4f} "
-              f"sentence {res['sentence_accuracy']:.4f} in {row['wall_seconds']} s", flush=True)  # slots only: intent None
+              f"sentence {res['sentence_accuracy']:.4f} in {row['wall_seconds']} s", flush=True)
         write_table()
   write_table()
 

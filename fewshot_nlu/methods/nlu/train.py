@@ -213,7 +213,8 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[int, float |
   """(step count, none margin, threshold, a record) chosen by cross-validation on the support set: each of
   ``slots.folds`` folds of its utterances with entities is decoded from the rest (which learns for each candidate
   step count, snapshots of one run), for each margin of ``slots.none_margins`` (and None: no unlabelled spans;
-  ``SlotRetriever``) and threshold, with ``slots.by_intent`` each from its own intent's labels in the rest; span counts pooled over folds, the best micro F1 wins (ties: fewer steps, no
+  ``SlotRetriever``) and threshold, with ``slots.by_intent`` each from its own intent's labels in the rest;
+  span counts pooled over folds, the best micro F1 wins (ties: fewer steps, no
   margin before the smaller ones, the first threshold). Fewer than two utterances with entities: retrieval alone
   at ``NO_THRESHOLD``."""
   s = config.slots
