@@ -278,7 +278,9 @@ def test_snips_protocol_exports_a_slot_filler(tiny_bert_dir, tmp_path, capsys):
   first = load_episodes(splits.prepared_builder(config), "fold2_test")[0]
   model = models.load(export)
   assert isinstance(model, SlotFillerModel)
-  assert model.support == [{"tokens": u["tokens"], "tags": u["tags"]} for u in first["support"]]
+  assert model.support == [{"tokens": u["tokens"], "tags": u["tags"],  # an episode's intent is kept where it has one
+                            **({"intent": u["intent"]} if u.get("intent") is not None else {})}
+                           for u in first["support"]]
   query = " ".join(first["query"][0]["tokens"])
   code, out, _ = _run(["--model", str(export), query], capsys)
   lines = out.splitlines()
