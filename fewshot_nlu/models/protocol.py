@@ -169,13 +169,19 @@ def text_list(texts: Any, what: str = "texts") -> list[str]:
   return texts
 
 
-def predict_texts(texts: Any, predict: Callable[[list[str]], list]) -> list:
+def predict_texts(texts: Any, predict: Callable[..., list], per_text: Sequence | None = None) -> list:
   """``predict`` on the texts that hold words; a blank text is answered ``EMPTY`` in its place, and an empty list
-  with an empty list (what every model's ``predict`` does with its input)."""
+  with an empty list (what every model's ``predict`` does with its input). ``per_text``: one value per text (e.g.
+  its intent), handed to ``predict`` as a second argument for the answered texts only."""
   texts = text_list(texts)
+  if per_text is not None and len(per_text) != len(texts):
+    raise ValueError(f"{len(texts)} texts but {len(per_text)} per-text values")
   answered = [i for i, text in enumerate(texts) if text.strip()]
   out: list = [EMPTY] * len(texts)
-  for i, prediction in zip(answered, predict([texts[i] for i in answered]) if answered else []):
+  if not answered:
+    return out
+  args = ([texts[i] for i in answered],) + (() if per_text is None else ([per_text[i] for i in answered],))
+  for i, prediction in zip(answered, predict(*args)):
     out[i] = prediction
   return out
 

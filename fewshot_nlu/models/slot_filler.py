@@ -44,6 +44,16 @@ WORDS = {"whitespace": lambda text: [m.span() for m in re.finditer(r"\S+", text)
 SUPPORT_FILE = "support.jsonl"
 
 
+def labels_by_intent(support: Sequence[dict]) -> dict[str, frozenset]:
+  """Per intent named by a support utterance, the slot labels a text of that intent may take: those of the
+  utterances of that intent and of those without one (ConProm's intent-slot co-occurrence; docs/nlu.md)."""
+  by_intent: dict[str | None, set] = {}
+  for u in support:
+    by_intent.setdefault(u.get("intent"), set()).update(label for _, _, label in labelled_spans(u["tags"]))
+  shared = by_intent.pop(None, set())
+  return {k: frozenset(v | shared) for k, v in by_intent.items()}
+
+
 class SlotFillerModel:
   """Slot scores are §5.2's normalised retrieval scores: the cosine of a query span and a support span (or a
   label prototype), clipped to [0, 1]. With the retriever's ``none_margin``, a span nearer to an unlabelled span
@@ -94,15 +104,11 @@ class SlotFillerModel:
     self._labels_by_intent = None
 
   def labels_for(self, intent: str | None) -> frozenset | None:
-    """The slot labels a text of ``intent`` may take: those of the support utterances of that intent and of
-    those without one. None (every label) for no intent or an intent no support utterance names."""
+    """The slot labels a text of ``intent`` may take (``labels_by_intent`` of the support set); None (every
+    label) for no intent or an intent no support utterance names."""
     if self._labels_by_intent is None:
-      by_intent: dict[str | None, set] = {}
-      for u in self.support:
-        by_intent.setdefault(u.get("intent"), set()).update(label for _, _, label in labelled_spans(u["tags"]))
-      shared = by_intent.pop(None, set())
-      self._labels_by_intent = {k: frozenset(v | shared) for k, v in by_intent.items()}
-    return self._labels_by_intent.get(intent) if intent is not None else None
+      self._labels_by_intent = labels_by_intent(self.support)
+    return self._labels_by_intent.get(intent)
 
   def replace_support(self, utterances: Sequence[dict]) -> None:
     """Makes ``utterances`` (e.g. ``support.read_support(path)``) the whole support set: the same trained span
@@ -130,13 +136,13 @@ class SlotFillerModel:
     ``neighbours`` is accepted for the protocol and not used. ``intents``: one per text (or None), whose
     support labels its spans retrieve from (``labels_for``). A blank text is answered ``protocol.EMPTY``."""
     del neighbours
-    texts = protocol.text_list(texts)
     if intents is None:
       return protocol.predict_texts(texts, self._predict)
-    if len(intents) != len(texts):
-      raise ValueError(f"{len(texts)} texts but {len(intents)} intents")
-    allowed = [self.labels_for(i) for t, i in zip(texts, intents) if t.strip()]  # predict_texts' answered texts
-    return protocol.predict_texts(texts, lambda answered: self._predict(answered, allowed))
+    if len(intents) != len(protocol.text_list(texts)):
+      raise ValueError(f"{len(protocol.text_list(texts))} texts but {len(intents)} intents")
+    return protocol.predict_texts(
+        texts, lambda answered, their_intents: self._predict(answered, [self.labels_for(i) for i in their_intents]),
+        per_text=list(intents))
 
   def word_spans(self, text: str) -> list[tuple[int, int]]:
     """The character offsets of the words a text is split into (``words``: on whitespace, or ``data.words``'

@@ -15,3 +15,19 @@ def test_replace_file_and_write_jsonl_leave_the_old_file_on_failure(tmp_path):
   assert [p.name for p in tmp_path.iterdir()] == ["rows.jsonl"]  # no temporary file left behind
   workdirs.replace_file(path, "new\n")
   assert path.read_text() == "new\n"
+
+
+def test_predict_texts_answers_blank_texts_empty_and_hands_per_text_values_of_the_answered_ones():
+  calls = []
+
+  def predict(texts, extras=None):
+    calls.append((texts, extras))
+    return [f"{t}:{e}" for t, e in zip(texts, extras or [None] * len(texts))]
+
+  assert protocol.predict_texts(["a", " ", "b"], predict) == ["a:None", protocol.EMPTY, "b:None"]
+  assert protocol.predict_texts(["a", "", "b"], predict, per_text=[1, 2, 3]) == ["a:1", protocol.EMPTY, "b:3"]
+  assert calls[-1] == (["a", "b"], [1, 3])
+  assert protocol.predict_texts(["", "  "], predict, per_text=[1, 2]) == [protocol.EMPTY] * 2
+  assert len(calls) == 2  # nothing to answer: predict not called
+  with pytest.raises(ValueError, match="2 texts but 1 per-text values"):
+    protocol.predict_texts(["a", "b"], predict, per_text=[1])

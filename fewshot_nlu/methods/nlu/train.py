@@ -33,7 +33,7 @@ from fewshot_nlu.evaluation.span_f1 import SpanCounts
 from fewshot_nlu.methods.nlu import span_encoder
 from fewshot_nlu.models import registry
 from fewshot_nlu.models.nlu_model import NLUModel
-from fewshot_nlu.models.slot_filler import SlotFillerModel
+from fewshot_nlu.models.slot_filler import SlotFillerModel, labels_by_intent
 from fewshot_nlu.models.span_decoding import decode_sweep, to_bio
 from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder
 from fewshot_nlu.methods import span_training
@@ -240,14 +240,15 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[int, float |
     queries = [support[i] for i in sorted(held)]
     if not any(t != "O" for u in train for t in u["tags"]):
       continue
+    allowed = labels_by_intent(train) if s.get("by_intent", False) else None
+    labels = [allowed.get(q.get("intent")) for q in queries] if allowed is not None else None
     for k, encoder in enumerate(span_training.learn_support(base, train, tuning, seed=config.seed + f,
                                                             snapshots=steps_grid)):
-      filler = SlotFillerModel(SlotRetriever(encoder, max_words=s.max_words, none_margin=margins[-1]), train,
-                               threshold=0.0)
-      labels = [filler.labels_for(q.get("intent")) for q in queries] if s.get("by_intent", False) else None
+      retriever = SlotRetriever(encoder, max_words=s.max_words, none_margin=margins[-1])
+      retriever.set_support(train)
       for j, margin in enumerate(margins):
-        filler.retriever.none_margin = margin
-        for q, row in zip(queries, filler.retriever.candidates([q["tokens"] for q in queries], labels=labels)):
+        retriever.none_margin = margin
+        for q, row in zip(queries, retriever.candidates([q["tokens"] for q in queries], labels=labels)):
           for t, spans in enumerate(decode_sweep([c for c, _ in row], s.thresholds, **decoding)):
             counts[k][j][t].add(q["tags"], to_bio(spans, len(q["tokens"])))
   f1 = np.array([[[c.f1 for c in row] for row in by_margin] for by_margin in counts])
