@@ -140,8 +140,8 @@ def test_restricted_labels_retrieve_the_nearest_span_of_those_labels(tiny_bert_d
 
 
 def test_span_vectors_through_a_metric_are_the_plain_vectors_times_it(tiny_bert_dir):
-  """With a learnt span metric W, a span's vector is [first, last] @ W (computed per piece, then gathered);
-  a span cut by truncation stays zero."""
+  """With a learnt span metric W, a span's vector is [first, last] @ W (computed per piece, then gathered; for
+  uncached queries in the encoder's program); a span cut by truncation stays zero."""
   model = pretrained.load_pretrained(str(tiny_bert_dir))
   plain = SpanEncoder(model.config, model.params, model.tokenizer, max_length=8, batch_size=4)
   width = 2 * model.config.hidden_size
@@ -149,8 +149,10 @@ def test_span_vectors_through_a_metric_are_the_plain_vectors_times_it(tiny_bert_
   words = ["book a table at an italian restaurant tonight".split(), "hi".split()]
   spans = [enumerate_spans(len(w), 3) for w in words]
   expected = [v @ metric for v in plain.encode(words, spans)]
-  got = plain.with_metric(metric).encode(words, spans)
-  for e, g in zip(expected, got):
+  learnt = plain.with_metric(metric)
+  got = learnt.encode(words, spans)
+  for e, g, query in zip(expected, got, learnt.encode(words, spans, cache=False)):
     np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(query, e, rtol=1e-4, atol=1e-4)
   cut = [i for i, (a, b) in enumerate(spans[0]) if not plain.encode([words[0]], [[(a, b)]])[0].any()]
   assert cut and not got[0][cut].any()  # max_length 8 cuts the long utterance's last words
