@@ -53,8 +53,35 @@ def run_one(dataset: str, shots: str, seed: int, frozen_prefix: int, runs_dir: p
 
 
 def fit_seconds(row: dict) -> float:
+  """ConvFiT: Stage 2 (compiles included) + the classifier; SetFit: its ``trainer.train()``."""
   r = row["results"]
+  if "fit_seconds" in r:
+    return r["fit_seconds"]
   return r.get("stage2_seconds", 0.0) + r.get("classifier_seconds", 0.0)
+
+
+def setfit_table(peers: list[dict], rows: list[dict]) -> list[str]:
+  """SetFit (bench/peers.py, 20 iterations) with either body beside ConvFiT on MPNet-base, for the cells where
+  SetFit ran on MPNet-base: the peer users would run, on the same encoder."""
+  cells = [(d, s) for s in SHOTS for d in DATASETS
+           if any(r["name"] == f"setfit-iterations-{MODEL}-{d}-{s}" for r in peers)]
+  if not cells:
+    return []
+  lines = ["", "## SetFit on the same encoder", "",
+           "SetFit 1.2 (20 iterations, logistic-regression head: bench/peers.py `--setfit-model mpnet-base`, torch "
+           "2.13 CPU) on the same pools and test sets; fit = its `trainer.train()` in minutes (median). ConvFiT: "
+           "the table above's MPNet-base row with the embeddings + 4 layers frozen.", "",
+           "| cell | SetFit, MiniLM-L6 | fit min | SetFit, MPNet-base | fit min | ConvFiT, MPNet-base | fit min |",
+           "|---|---|---|---|---|---|---|"]
+  for dataset, shots in cells:
+    out = []
+    for group in ([r for r in peers if r["name"] == f"setfit-iterations-{dataset}-{shots}"],
+                  [r for r in peers if r["name"] == f"setfit-iterations-{MODEL}-{dataset}-{shots}"],
+                  [r for r in rows if r["name"] == run_name(dataset, shots, 4)]):
+      acc, _, fit = _cell(group)
+      out += [acc, fit]
+    lines.append(f"| {dataset} {shots}-shot | " + " | ".join(out) + " |")
+  return lines
 
 
 def dev_accuracy(row: dict) -> float | None:
@@ -100,6 +127,7 @@ def write_table() -> None:
         delta = f"{100 * statistics.mean(r['results']['accuracy'] for r in got) - best:+.2f}"
         lines.append(f"| {dataset} {shots}-shot | {best:.2f} | {mini_acc} | {mini_fit} | {acc} ({prefix}) | {dev} | "
                      f"{fit} | {delta} |")
+  lines += setfit_table(peers, rows)
   finish_table(lines, rows, "models")
 
 

