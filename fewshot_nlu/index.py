@@ -24,16 +24,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fewshot_nlu.data import batching
 
 METRICS = ("cosine", "dot")
 BACKENDS = ("auto", "exact", "scann")
 _QUERY_CHUNK = 256
-# Exact search of at most this many query x item products runs on the host (numpy): for a chatbot's single
+# Exact search of one query against at most this many items runs on the host (numpy): for a chatbot's single
 # utterance against a few thousand examples, one jitted call's dispatch and transfers cost more than the product
-# (770 examples: 0.05 ms against 0.24 ms). Kept small: numpy's BLAS threads beside XLA's on 2 cores made a
-# server's gathered batches (8 x 770) slower on the host (bench/results/latency_notes.md).
+# (770 examples: 0.05 ms against 0.24 ms). Several queries run there only while numpy's BLAS (OpenBLAS) keeps
+# the product on one thread (at most 65,536 x 4 multiply-adds): a threaded product right after an XLA call, beside
+# XLA's threads on 2 cores, took 5-15 ms for 0.1 ms of work (98 span queries x 40 support spans x 768), and
+# a server's gathered batches (8 x 770) were slower on the host (bench/results/latency_notes.md).
 _HOST_PRODUCTS = 1 << 12
+_HOST_MULTIPLY_ADDS = 1 << 18
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +49,17 @@ def _exact_top_k(queries, store, size, k):
   scores = queries @ store.T
   scores = jnp.where(jnp.arange(store.shape[0])[None, :] < size, scores, -jnp.inf)
   return jax.lax.top_k(scores, k)
+
+
+def _padded_rows(n: int, *, finest: int) -> int:
+  """Rows to pad ``n`` to for a jitted search: up to ``finest``, the next power of two; above it, the next
+  multiple of a sixteenth of the next power of two (at least ``finest``). Padding is work: a product padded
+  to powers of two computes up to twice the rows it needs (98 span queries x 2,675 unlabelled spans ran as
+  128 x 4,096), while the compiled shapes stay few (at most 16 per octave, each compiled once)."""
+  if n <= finest:
+    return 1 << max(n - 1, 0).bit_length()
+  step = max(finest, (1 << (n - 1).bit_length()) // 16)
+  return -(-n // step) * step
 
 
 def _host_top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -74,7 +87,7 @@ class Index:
     self.vectors = np.zeros((0, dim), np.float32)
     self.payloads: list[dict[str, Any]] = []
     self._searcher = None  # ScaNN searcher, once built
-    self._store = None  # device copy for exact search, padded to a power-of-two capacity
+    self._store = None  # device copy for exact search, padded (``_padded_rows``)
 
   # ------------------------------------------------------------------------------------------- building
 
@@ -140,17 +153,18 @@ class Index:
     if self.backend == "scann":
       ids, scores = self._scann().search_batched(queries, final_num_neighbors=k)
       return np.asarray(scores, np.float32), np.asarray([[int(i) for i in row] for row in ids], np.int64)
-    if len(queries) * len(self) <= _HOST_PRODUCTS:
+    if (len(queries) * len(self) <= _HOST_PRODUCTS if len(queries) == 1
+        else len(queries) * len(self) * self.dim <= _HOST_MULTIPLY_ADDS):
       return _host_top_k(queries @ self.vectors.T, k)
     if self._store is None:
-      capacity = 1 << max(4, int(np.ceil(np.log2(len(self)))))
+      capacity = max(16, _padded_rows(len(self), finest=16))
       store = np.zeros((capacity, self.dim), np.float32)
       store[: len(self)] = self.vectors
       self._store = jnp.asarray(store)
     scores, ids = [], []
     for start in range(0, len(queries), _QUERY_CHUNK):
       chunk = queries[start : start + _QUERY_CHUNK]
-      padded = np.zeros((batching.row_bucket(len(chunk), _QUERY_CHUNK), self.dim), np.float32)
+      padded = np.zeros((_padded_rows(len(chunk), finest=16), self.dim), np.float32)
       padded[: len(chunk)] = chunk
       s, i = _exact_top_k(jnp.asarray(padded), self._store, len(self), k)
       scores.append(np.asarray(s)[: len(chunk)])

@@ -30,16 +30,21 @@ def test_exact_matches_numpy(metric):
 @pytest.mark.parametrize("host", [True, False])
 @pytest.mark.parametrize("metric", ["cosine", "dot"])
 def test_few_queries_on_the_host_equal_the_jitted_search_ties_included(metric, host, monkeypatch):
-  """A few queries are scored in numpy (``_HOST_PRODUCTS``), many in one jitted program: same items in the
-  same order (duplicate items tie: the lower index first, as ``lax.top_k``), scores to float32 rounding."""
+  """A few queries are scored in numpy (``_HOST_PRODUCTS`` for one query, ``_HOST_MULTIPLY_ADDS`` for more), many
+  in one jitted program: same items in the same order (duplicate items tie: the lower index first, as
+  ``lax.top_k``), scores to float32 rounding."""
   data = _clustered(200, 16)
   data[50], data[120] = data[7], data[7]  # exact ties
   queries = np.concatenate([data[7:8], _clustered(3, 16, seed=1)])
   index = Index.build(data, [{"id": i} for i in range(200)], metric=metric)
-  monkeypatch.setattr(index_lib, "_HOST_PRODUCTS", 1 << 30 if host else 0)
-  scores, ids = index.search(queries, k=4)
-  monkeypatch.setattr(index_lib, "_HOST_PRODUCTS", 0 if host else 1 << 30)
-  other_scores, other_ids = index.search(queries, k=4)
+  def search(on_host):
+    for name in ("_HOST_PRODUCTS", "_HOST_MULTIPLY_ADDS"):
+      monkeypatch.setattr(index_lib, name, 1 << 30 if on_host else 0)
+    return index.search(queries, k=4)
+
+  scores, ids = search(host)
+  other_scores, other_ids = search(not host)
+  assert [index.search(q[None], k=4)[1][0].tolist() for q in queries] == ids.tolist()  # one query at a time
   np.testing.assert_array_equal(ids, other_ids)
   np.testing.assert_allclose(scores, other_scores, rtol=1e-5, atol=1e-5)
   assert list(ids[0][:3]) == [7, 50, 120]
@@ -93,3 +98,16 @@ def test_save_load_exact_and_errors(tmp_path):
     index.add(np.zeros((2, 8), np.float32), [{}])
   with pytest.raises(ValueError, match="empty"):
     Index(3).search(np.zeros((1, 3), np.float32))
+
+
+def test_jitted_search_pads_rows_to_few_shapes_and_no_padding_row_is_returned():
+  """Rows (queries, stored items) pad to the next power of two up to 16, then to a multiple of a sixteenth of the
+  next power of two: padding stays under an eighth of the work, and the shapes few. Sizes just past a step
+  still find their own items."""
+  assert [index_lib._padded_rows(n, finest=16) for n in (1, 3, 16, 17, 98, 129, 2675, 4096)] == [
+      1, 4, 16, 32, 112, 144, 2816, 4096]
+  for n in (17, 33, 129):
+    data = _clustered(n, 8, seed=n)
+    index = Index.build(data, [{"id": i} for i in range(n)])
+    _, ids = index.search(np.concatenate([data, data[:1]]), k=1)  # n + 1 queries: past a padding step too
+    assert ids[:, 0].tolist() == list(range(n)) + [0]
