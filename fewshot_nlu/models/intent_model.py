@@ -270,9 +270,9 @@ class IntentModel:
       raise ValueError("the model has no labelled examples to retrieve from")
     if self.classifier == "prototype":
       return self._label_scores(vectors)
-    queries, rows = np.asarray(vectors, np.float32), self.index.vectors
+    queries, rows = np.asarray(vectors, np.float32), self.index.vectors  # a cosine index holds unit rows already
     if self.index.metric == "cosine":
-      queries, rows = l2_normalize(queries), l2_normalize(rows)
+      queries = l2_normalize(queries)
     similarities = queries @ rows.T
     column = {l: c for c, l in enumerate(self.labels)}
     out = np.full((len(self.labels), len(vectors)), -np.inf, np.float32)
