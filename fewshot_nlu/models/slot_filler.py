@@ -136,10 +136,11 @@ class SlotFillerModel:
     ``neighbours`` is accepted for the protocol and not used. ``intents``: one per text (or None), whose
     support labels its spans retrieve from (``labels_for``). A blank text is answered ``protocol.EMPTY``."""
     del neighbours
+    texts = protocol.text_list(texts)
     if intents is None:
       return protocol.predict_texts(texts, self._predict)
-    if len(intents) != len(protocol.text_list(texts)):
-      raise ValueError(f"{len(protocol.text_list(texts))} texts but {len(intents)} intents")
+    if len(intents) != len(texts):
+      raise ValueError(f"{len(texts)} texts but {len(intents)} intents")
     return protocol.predict_texts(
         texts, lambda answered, their_intents: self._predict(answered, [self.labels_for(i) for i in their_intents]),
         per_text=list(intents))
