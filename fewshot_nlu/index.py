@@ -24,7 +24,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-
 METRICS = ("cosine", "dot")
 BACKENDS = ("auto", "exact", "scann")
 _QUERY_CHUNK = 256
