@@ -66,3 +66,18 @@ def test_correct_by_train_count_and_rare_accuracy():
   assert by_count == {"0": [1, 1], "1": [1, 2], "2": [1, 1], "5": [1, 2]}
   assert peers.rare_accuracy(by_count) == pytest.approx(2 / 3)  # intents with 1-3 examples: a (1 of 2), b (1 of 1)
   assert math.isnan(peers.rare_accuracy({"5": [3, 4]}))
+
+
+def test_setfit_rows_on_another_body_are_named_apart_and_tabled_beside_convfit_on_it():
+  """``--setfit-model``: the MiniLM rows keep their names (peers.md's table), another body's rows carry it, and
+  bench/models.py tables them beside ConvFiT on the same encoder."""
+  from bench import models
+  assert peers.setfit_name("iterations", "minilm-l6", "hwu64", "5") == "setfit-iterations-hwu64-5"
+  name = peers.setfit_name("iterations", "mpnet-base", "hwu64", "5")
+  assert name == "setfit-iterations-mpnet-base-hwu64-5"
+  row = lambda name, acc, results: {"name": name, "seed": 0, "results": {"accuracy": acc, **results}}  # noqa: E731
+  peer_rows = [row("setfit-iterations-hwu64-5", 0.74, {"fit_seconds": 276.0}), row(name, 0.81, {"fit_seconds": 1554.0})]
+  ours = [row(models.run_name("hwu64", "5", 4), 0.83, {"stage2_seconds": 200.0, "classifier_seconds": 28.0})]
+  lines = models.setfit_table(peer_rows, ours)
+  assert lines[-1] == "| hwu64 5-shot | 74.00 (1) | 4.6 | 81.00 (1) | 25.9 | 83.00 (1) | 3.8 |"
+  assert models.setfit_table(peer_rows[:1], ours) == []  # no MPNet SetFit row: no table
