@@ -183,7 +183,7 @@ def setfit_name(sampling: str, model: str, dataset: str, shots: str) -> str:
 
 
 def run_setfit(st_python: str, dataset: str, shots: str, seed: int, sampling: str, data_dir: str,
-               root: pathlib.Path, model: str = "minilm-l6") -> dict:
+               root: pathlib.Path, model: str = DEFAULT_BODY) -> dict:
   """One SetFit row; ``model``: its body, a packaged model name or a sentence-transformers folder, resolved here
   (``pretrained.resolve_model_dir``: for ``mpnet-base`` the folder this project assembles) and read by the worker."""
   pool, test, _ = pool_and_test(dataset, shots, seed, data_dir, root)

@@ -116,14 +116,17 @@ class SpanEncoder:
     With a metric, [h_first, h_last] @ W = h_first @ W_top + h_last @ W_bottom: the word pieces (few) go through
     W's halves, not the spans. Uncached (a served model's queries) that product runs in the encoder's program:
     numpy's threaded BLAS right after an XLA call on 2 cores took 5-30 ms for what is 0.2 ms alone."""
-    projected = self.metric is not None and not cache
-    if projected:
+    if self.metric is None:
+      rows = self.states(word_lists, cache=cache)
+    else:  # per piece [h @ W_top | h @ W_bottom], [pieces, 2 x 2H]
       if self._projection is None:
         width = self.cfg.hidden_size
         self._projection = jax.device_put(np.concatenate([self.metric[:width], self.metric[width:]], axis=1))
-      rows = self._compute(word_lists, self._projection)
-    else:
-      rows = self.states(word_lists, cache=cache)
+      if cache:
+        projection = np.asarray(self._projection)
+        rows = [(hidden @ projection, pieces) for hidden, pieces in self.states(word_lists)]
+      else:
+        rows = self._compute(word_lists, self._projection)
     out = []
     for (hidden, pieces), utterance_spans in zip(rows, spans):
       if not len(utterance_spans):
@@ -136,11 +139,8 @@ class SpanEncoder:
       first, last = np.where(ok, first, 0), np.where(ok, last, 0)
       if self.metric is None:
         vectors = np.concatenate([hidden[first], hidden[last]], axis=1)
-      elif projected:  # [pieces, 2 x 2H]: h @ W_top | h @ W_bottom
-        vectors = hidden[first, : self.dim] + hidden[last, self.dim :]
       else:
-        width = hidden.shape[1]
-        vectors = (hidden @ self.metric[:width])[first] + (hidden @ self.metric[width:])[last]
+        vectors = hidden[first, : self.dim] + hidden[last, self.dim :]
       out.append(np.where(ok[:, None], vectors, 0.0).astype(np.float32))
     return out
 
