@@ -13,6 +13,7 @@ evaluation protocol, a CPU training budget (its docstring says how training diff
 
   python bench/retriever.py --part snips --seeds 0,1,2     # the default row, 3 seeds
   python bench/retriever.py --part snips --only snips-frz  # one row of the SNIPS table
+  python bench/retriever.py --part snips --only snips-tuned --seeds 0   # the support learnt, one seed
   python bench/retriever.py --part none --ablate no-negatives,dot   # development-data ablations on fold 1
 """
 
@@ -28,7 +29,8 @@ ROWS = RESULTS / "retriever.jsonl"
 DOMAINS = ("GetWeather", "PlayMusic", "AddToPlaylist", "RateBook", "SearchScreeningEvent", "BookRestaurant",
            "SearchCreativeWork")
 # name -> (variant of configs/retriever_snips.py, label, seeds run by default)
-SNIPS = {"snips": ("retriever", "Retriever", (0, 1, 2)), "snips-frz": ("frz", "Retriever^frz", (0,)),
+SNIPS = {"snips": ("retriever", "Retriever", (0, 1, 2)),
+         "snips-tuned": ("tuned", "Retriever, support learnt per episode", (0, 1, 2)), "snips-frz": ("frz", "Retriever^frz", (0,)),
          "snips-paper-frz": ("paper_frz", "Retriever^frz, top layer, grid 0.85-0.95 (App. A.1)", (0,)),
          "snips-proto": ("proto", "Proto", (0,))}
 # Table 2 (BERT-base, 5-shot, 100 episodes per domain): GW PM ATP RB FSE BR SCW, average.
@@ -56,7 +58,8 @@ def run_snips(args, runs_dir: pathlib.Path) -> None:
   for name, (variant, _, seeds) in SNIPS.items():
     if args.only and name not in args.only:
       continue
-    for seed in (args.seeds if name == "snips" and args.seeds is not None else seeds):
+    chosen = name == "snips" or name in args.only  # --seeds applies to the default row or the rows named
+    for seed in (args.seeds if chosen and args.seeds is not None else seeds):
       row = run_main(name, seed, [f"--config=configs/retriever_snips.py:{variant}", f"--config.seed={seed}",
                                   *args.extra], runs_dir / f"{name}-{seed}", ROWS)
       if row:

@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fewshot_nlu.data.batching import padded_rows
+
 METRICS = ("cosine", "dot")
 BACKENDS = ("auto", "exact", "scann")
 _QUERY_CHUNK = 256
@@ -48,17 +50,6 @@ def _exact_top_k(queries, store, size, k):
   scores = queries @ store.T
   scores = jnp.where(jnp.arange(store.shape[0])[None, :] < size, scores, -jnp.inf)
   return jax.lax.top_k(scores, k)
-
-
-def _padded_rows(n: int, *, finest: int) -> int:
-  """Rows to pad ``n`` to for a jitted search: up to ``finest``, the next power of two; above it, the next
-  multiple of a sixteenth of the next power of two (at least ``finest``). Padding is work: a product padded
-  to powers of two computes up to twice the rows it needs (98 span queries x 2,675 unlabelled spans ran as
-  128 x 4,096), while the compiled shapes stay few (at most 16 per octave, each compiled once)."""
-  if n <= finest:
-    return 1 << max(n - 1, 0).bit_length()
-  step = max(finest, (1 << (n - 1).bit_length()) // 16)
-  return -(-n // step) * step
 
 
 def _host_top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -86,7 +77,7 @@ class Index:
     self.vectors = np.zeros((0, dim), np.float32)
     self.payloads: list[dict[str, Any]] = []
     self._searcher = None  # ScaNN searcher, once built
-    self._store = None  # device copy for exact search, padded (``_padded_rows``)
+    self._store = None  # device copy for exact search, padded (``batching.padded_rows``)
 
   # ------------------------------------------------------------------------------------------- building
 
@@ -156,14 +147,14 @@ class Index:
         else len(queries) * len(self) * self.dim <= _HOST_MULTIPLY_ADDS):
       return _host_top_k(queries @ self.vectors.T, k)
     if self._store is None:
-      capacity = max(16, _padded_rows(len(self), finest=16))
+      capacity = max(16, padded_rows(len(self), finest=16))
       store = np.zeros((capacity, self.dim), np.float32)
       store[: len(self)] = self.vectors
       self._store = jnp.asarray(store)
     scores, ids = [], []
     for start in range(0, len(queries), _QUERY_CHUNK):
       chunk = queries[start : start + _QUERY_CHUNK]
-      padded = np.zeros((_padded_rows(len(chunk), finest=16), self.dim), np.float32)
+      padded = np.zeros((padded_rows(len(chunk), finest=16), self.dim), np.float32)
       padded[: len(chunk)] = chunk
       s, i = _exact_top_k(jnp.asarray(padded), self._store, len(self), k)
       scores.append(np.asarray(s)[: len(chunk)])

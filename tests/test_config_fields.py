@@ -27,7 +27,7 @@ VARIANTS = {
     "qaid_banking77": ["5", "10", "full"], "qaid_clinc150": ["5", "10", "full"], "qaid_hwu64": ["5", "10", "full"],
     "qaid_pretrain": [None],
     "retriever_clinc": ["frz", "pretrain", "finetune_tgt", "finetune_tgt_src"],
-    "retriever_snips": ["retriever", "frz", "proto", "proto_frz", "paper", "paper_frz"],
+    "retriever_snips": ["retriever", "tuned", "frz", "proto", "proto_frz", "paper", "paper_frz"],
     "nlu": ["convfit", "qaid"], "span_encoder": [None],
 }
 SHARED = {"common", "convfit_base", "multi_convfit_base", "qaid_base", "retriever_base", "__init__"}

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from fewshot_nlu.data import batching
 from fewshot_nlu import index as index_lib
 from fewshot_nlu.index import Index
 
@@ -104,7 +105,7 @@ def test_jitted_search_pads_rows_to_few_shapes_and_no_padding_row_is_returned():
   """Rows (queries, stored items) pad to the next power of two up to 16, then to a multiple of a sixteenth of the
   next power of two: padding stays under an eighth of the work, and the shapes few. Sizes just past a step
   still find their own items."""
-  assert [index_lib._padded_rows(n, finest=16) for n in (1, 3, 16, 17, 98, 129, 2675, 4096)] == [
+  assert [batching.padded_rows(n, finest=16) for n in (1, 3, 16, 17, 98, 129, 2675, 4096)] == [
       1, 4, 16, 32, 112, 144, 2816, 4096]
   for n in (17, 33, 129):
     data = _clustered(n, 8, seed=n)

@@ -291,7 +291,9 @@ def learn_metric(encoder: SpanEncoder, utterances: Sequence[dict], tuning: Suppo
   labels, names = _label_ids([label for g in gold for _, _, label in g])
   if not len(z):
     raise ValueError("the support set holds no labelled span to learn from")
-  m, p = _power_of_two(len(z), 16), _power_of_two(len(negatives), 128)
+  # the negatives (every unlabelled span of the support, ~1-2 thousand) dominate a step's work: padded by a
+  # sixteenth of an octave, not to the next power of two (masked rows, so the loss is the same)
+  m, p = _power_of_two(len(z), 16), max(128, batching.padded_rows(len(negatives), finest=128))
   z_pad, labels_pad, negatives_pad = (np.zeros((m, encoder.dim), np.float32), np.zeros(m, np.int32),
                                       np.zeros((p, encoder.dim), np.float32))
   z_pad[: len(z)], labels_pad[: len(z)], negatives_pad[: len(negatives)] = z, labels, negatives

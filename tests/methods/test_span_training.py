@@ -71,3 +71,19 @@ def test_fine_tuning_on_the_support_keeps_the_frozen_prefix_bit_identical(kind, 
   if kind == "mpnet":
     assert same.pop("relative_attention_bias")
   assert not any(same.values())
+
+
+def test_learnt_metric_does_not_depend_on_how_the_negatives_are_padded(tiny_bert_dir, monkeypatch):
+  """``learn_metric`` pads the support's unlabelled spans to a compiled shape and masks the padding: W after a few
+  steps is the same whether they pad to the next sixteenth of an octave or to many more rows, and it has moved
+  from the identity."""
+  from fewshot_nlu.data import batching
+  from fewshot_nlu.models.span_retrieval import SpanEncoder
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=8)
+  tuning = retriever_training.SupportTuning(steps=4, mode="metric", max_words=3)
+  shaped = retriever_training.learn_metric(encoder, _toy_slot_utterances(), tuning)[0]
+  monkeypatch.setattr(batching, "padded_rows", lambda n, finest: n + 3 * finest)
+  wide = retriever_training.learn_metric(encoder, _toy_slot_utterances(), tuning)[0]
+  np.testing.assert_allclose(wide, shaped, rtol=1e-4, atol=1e-5)
+  assert np.abs(shaped - np.eye(len(shaped))).max() > 1e-3
