@@ -166,6 +166,18 @@ def to_bio(ex: Example) -> tuple[list[word_lib.Span], list[str], list[str]]:
   return spans, word_lib.words(ex.text, spans), tags
 
 
+def support_rows(examples: Sequence[Example]) -> list[dict]:
+  """The examples as a slot filler's support utterances: ``tokens`` (words split at entity boundaries), BIO
+  ``tags``, ``intent``, and the raw ``text`` with each word's character ``offsets`` in it, so what a prediction
+  retrieved is shown as the user wrote it."""
+  rows = []
+  for e in examples:
+    spans, tokens, tags = to_bio(e)
+    rows.append({"tokens": tokens, "tags": tags, "intent": e.intent, "text": e.text,
+                 "offsets": [[int(a), int(b)] for a, b in spans]})
+  return rows
+
+
 # --------------------------------------------------------------------------------------------- readers
 
 def read(source: Any) -> Annotated:

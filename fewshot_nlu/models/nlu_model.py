@@ -199,11 +199,7 @@ class NLUModel:
       raise DataError(f"{with_entities[0].where}: entities, but this model has no slot filler (it was trained on "
                       "examples without entities); train it with annotated entities")
     if self.slots is not None:
-      support = []
-      for e in rows:
-        _, tokens, tags = annotated.to_bio(e)
-        support.append({"tokens": tokens, "tags": tags, "intent": e.intent})
-      self.slots.add_support(support)
+      self.slots.add_support(annotated.support_rows(rows))
 
   # --------------------------------------------------------------------------------------------- storage
 

@@ -12,7 +12,8 @@ only the slot labels its intent's support utterances hold (``labels_for``; the j
 intents, ``models.nlu_model``).
 
 ``save``/``load`` write one folder: the encoder in Hugging Face layout, ``support.jsonl`` (one
-``{"tokens": [...], "tags": [...]}`` per line, with ``"intent"`` where known) and ``slot_filler.json`` (kind
+``{"tokens": [...], "tags": [...]}`` per line, with ``"intent"`` where known, and the raw ``"text"`` with each
+token's character ``"offsets"`` where the examples came as text, so evidence quotes them as written) and ``slot_filler.json`` (kind
 ``slot_filler``: span settings,
 decoding settings, the threshold, and notes on where the threshold and support set came from).
 A ``models.protocol.Model``.
@@ -87,8 +88,9 @@ class SlotFillerModel:
     return len(self.support)
 
   def add_support(self, utterances: Sequence[dict]) -> None:
-    """Adds ``{"tokens": [...], "tags": [...]}`` utterances (one BIO tag per token) to the support set and
-    re-indexes it."""
+    """Adds ``{"tokens": [...], "tags": [...]}`` utterances (one BIO tag per token; optionally ``intent``, and
+    the raw ``text`` with each token's character ``offsets`` in it, which evidence then quotes) to the support
+    set and re-indexes it."""
     rows = []
     for number, u in enumerate(utterances, 1):
       tokens, tags = [str(t) for t in u["tokens"]], [str(t) for t in u["tags"]]
@@ -98,6 +100,11 @@ class SlotFillerModel:
       row = {"tokens": tokens, "tags": tags}
       if u.get("intent") is not None:
         row["intent"] = str(u["intent"])
+      if u.get("text") is not None:
+        offsets = [[int(a), int(b)] for a, b in u["offsets"]]
+        if len(offsets) != len(tokens) or any(str(u["text"])[a:b] != t for (a, b), t in zip(offsets, tokens)):
+          raise ValueError(f"support example {number}: its offsets do not give its tokens in its text")
+        row["text"], row["offsets"] = str(u["text"]), offsets
       rows.append(row)
     self.retriever.set_support(self.support + rows)
     self.support.extend(rows)

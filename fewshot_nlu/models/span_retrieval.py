@@ -158,6 +158,16 @@ def pieces_ok(pieces: Sequence[tuple[int, int]], span: tuple[int, int]) -> bool:
   return pieces[span[0]][0] >= 0 and pieces[span[1] - 1][1] >= 0
 
 
+def surface(utterance: dict, start: int = 0, end: int | None = None) -> str:
+  """Words [start, end) of a support utterance as the user wrote them: the raw ``text`` between the words'
+  ``offsets`` where the utterance carries them (punctuation and spacing kept), else the tokens joined by spaces."""
+  tokens = utterance["tokens"]
+  end = len(tokens) if end is None else end
+  if utterance.get("text") is None or start >= end:
+    return " ".join(tokens[start:end])
+  return utterance["text"][utterance["offsets"][start][0] : utterance["offsets"][end - 1][1]]
+
+
 def labelled_spans(tags: Sequence[str]) -> list[tuple[int, int, str]]:
   """The gold slots of a BIO sequence as word spans [start, end) with their label."""
   return [(start, end + 1, label) for label, start, end in bio_spans(tags)]
@@ -195,8 +205,7 @@ class SlotRetriever:
     for u, spans, vecs in zip(utterances, gold, vectors):
       for (start, end, label), v in zip(spans, vecs):
         rows.append(v)
-        payloads.append({"label": label, "text": " ".join(u["tokens"][start:end]),
-                         "utterance": " ".join(u["tokens"])})
+        payloads.append({"label": label, "text": surface(u, start, end), "utterance": surface(u)})
     if not rows:
       raise ValueError("the support set holds no labelled span")
     matrix = np.stack(rows)

@@ -144,15 +144,6 @@ INTENTS_DIR = "intents"
 
 # ------------------------------------------------------------------------------------------------ slots
 
-def support_of(examples) -> list[dict]:
-  """The examples as slot-filler support utterances (words split at entity boundaries, BIO tags, intent)."""
-  out = []
-  for e in examples:
-    _, tokens, tags = annotated.to_bio(e)
-    out.append({"tokens": tokens, "tags": tags, "intent": e.intent})
-  return out
-
-
 def base_encoder(config) -> tuple[pretrained.Pretrained, str]:
   """The span encoder to start from and what it is (``slots.encoder``: the installed general one, the untouched
   model cut at ``slots.encoder_layers``, or a folder)."""
@@ -194,7 +185,7 @@ def train_slots(config, data: annotated.Annotated, results: dict) -> SlotFillerM
   model, source = base_encoder(config)
   base = SpanEncoder(model.config, model.params, model.tokenizer, max_length=s.max_length,
                      batch_size=config.eval.batch_size)
-  support = support_of(data.examples)
+  support = annotated.support_rows(data.examples)
   steps, margin, threshold, selection = select(base, support, config)
   encoder = span_training.learn_support(base, support, dataclasses.replace(tuning_of(config), steps=steps),
                                         seed=config.seed)[0]

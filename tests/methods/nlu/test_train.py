@@ -89,7 +89,7 @@ def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_p
     assert allowed is None or {e["entity"] for e in answer["entities"]} <= allowed
   assert not (tmp_path / "run" / "checkpoints").exists() and not (tmp_path / "run" / "intents" / "checkpoints").exists()
 
-  model.add_examples([{"text": "what's on the menu for [friday](day)?", "intent": "menu",
+  model.add_examples([{"text": "what's on the menu for friday?", "intent": "menu",
                        "entities": [{"start": 23, "end": 29, "entity": "day"}]}])
   assert "menu" in model.labels and "day" in model.slot_labels  # at once, no retraining
   model.add_examples(["bye now"], ["goodbye"])
@@ -101,6 +101,11 @@ def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_p
   assert again.synonyms == {"veggie": "vegetarian"}
   assert again.slots_by_intent and again.slots.labels_for("menu") == {"day"}
   assert again.slots.labels_for("goodbye") == frozenset()  # an added intent without entities
+  for loaded in (model, again):  # evidence quotes the examples as written, punctuation and spacing kept
+    payloads = loaded.slots.retriever.index.payloads
+    assert {"label": "address", "text": "10 Downing St.",
+            "utterance": "two margherita pizzas to 10 Downing St."} in payloads
+    assert {"label": "day", "text": "friday", "utterance": "what's on the menu for friday?"} in payloads
 
   assert predict.main(["--model", str(saved), text]) == 0
   shown = capsys.readouterr().out
