@@ -28,7 +28,7 @@ one of them (``data.slot_corpora``: the one that starts first, the longer of two
       --config.data.exclude='("snips",)'
   python bench/joint_nlu.py --cells snips:k5,snips:k10 --seeds 0,1,2
   python bench/joint_nlu.py --cells snips:n8,snips:n16,snips:n32,snips:n64,snips:n128 --variant retrieval
-  python bench/joint_nlu.py --cells nlupp-banking:f0,nlupp-hotels:f0 --seeds 0 \
+  python bench/joint_nlu.py --cells nlupp-banking:f0-19,nlupp-hotels:f0-19 --seeds 0 \
       --span-encoder runs/span_encoder_no_nlupp/export
   python bench/joint_nlu.py --table
 
@@ -43,6 +43,7 @@ import collections
 import json
 import os
 import pathlib
+import re
 import statistics
 import sys
 import time
@@ -170,11 +171,62 @@ def write_table() -> None:
                  f"{mean_std([x['sentence_accuracy'] for x in res]) if intent else '–'} | "
                  f"{statistics.median(fit):.0f} | {statistics.median(r['parse_ms_p50'] for r in rs):.1f} |")
   lines += nlupp_table(rows)
-  lines += ["", "## Commands", ""] + [f"- `{c}`" for c in dict.fromkeys(r["command"] for r in rows)]
+  lines += ["", "## Commands", ""] + [f"- `{c}`" for c in grouped_commands(r["command"] for r in rows)]
   notes = RESULTS / "joint_nlu_notes.md"
   if notes.exists():
     lines += ["", notes.read_text().strip()]
   (RESULTS / "joint_nlu.md").write_text("\n".join(lines) + "\n")
+
+
+def grouped_commands(commands) -> list[str]:
+  """The rows' commands, one per variant and options: the cells that ran with the same seeds joined in one
+  ``--cells`` and those seeds in one ``--seeds`` (``main`` runs every cell with every seed), in first-seen order."""
+  by_rest: dict[str, dict[str, list[str]]] = {}
+  for command in commands:
+    cells, seeds = re.search(r"--cells (\S+)", command)[1], re.search(r"--seeds (\S+)", command)[1]
+    rest = re.sub(r" --seeds \S+", "", re.sub(r" --cells \S+", "", command))
+    seen = by_rest.setdefault(rest, {}).setdefault(cells, [])
+    seen.extend(s for s in seeds.split(",") if s not in seen)
+  out = []
+  for rest, cells in by_rest.items():
+    by_seeds: dict[str, list[str]] = {}
+    for cell, seeds in cells.items():
+      by_seeds.setdefault(",".join(sorted(seeds, key=int)), []).append(cell)
+    for seeds, group in by_seeds.items():
+      out.append(rest.replace(" --variant", f" --cells {compress_cells(group)} --seeds {seeds} --variant", 1))
+  return out
+
+
+def expand_cells(text: str) -> list[str]:
+  """``--cells`` as a list: comma-separated cells, ``<dataset>:f<a>-<b>`` standing for folds a..b."""
+  cells = []
+  for cell in text.split(","):
+    match = re.fullmatch(r"(\S+):f(\d+)-(\d+)", cell)
+    cells += ([f"{match[1]}:f{k}" for k in range(int(match[2]), int(match[3]) + 1)] if match else [cell])
+  return cells
+
+
+def compress_cells(cells: list[str]) -> str:
+  """``cells`` as ``--cells`` text, each dataset's run of consecutive folds as ``<dataset>:f<a>-<b>``
+  (``expand_cells`` reads it back)."""
+  out, folds = [], collections.defaultdict(list)
+  for cell in cells:
+    dataset, kind = cell.split(":")
+    if kind[:1] == "f" and kind[1:].isdigit():
+      if dataset not in folds:
+        out.append(dataset)
+      folds[dataset].append(int(kind[1:]))
+    else:
+      out.append(cell)
+  text = []
+  for item in out:
+    if item not in folds:
+      text.append(item)
+      continue
+    run = sorted(folds[item])
+    consecutive = len(run) > 2 and run == list(range(run[0], run[-1] + 1))
+    text += [f"{item}:f{run[0]}-{run[-1]}"] if consecutive else [f"{item}:f{k}" for k in run]
+  return ",".join(text)
 
 
 def nlupp_table(rows: list[dict]) -> list[str]:
@@ -224,7 +276,7 @@ def main() -> None:
     untouched = args.variant.startswith("untouched")
     if not untouched and not span_encoder.is_dir():
       raise SystemExit(f"{span_encoder}: no span encoder; build it first (module docstring)")
-    for cell in args.cells.split(","):
+    for cell in expand_cells(args.cells):
       dataset, kind = cell.split(":")
       snips = dataset == "snips" and kind[:1] in ("k", "n")
       nlupp = (dataset in ("nlupp-banking", "nlupp-hotels") and kind[:1] == "f" and kind[1:].isdigit()
