@@ -49,7 +49,7 @@ def _nlupp_fold(path: pathlib.Path):
   for i, row in enumerate(json.loads(path.read_text(encoding="utf-8"))):
     entities = [{"start": slot["span"][0], "end": slot["span"][1], "entity": f"{path.parent.name}_{name}"}
                 for name, slot in (row.get("slots") or {}).items()]
-    yield annotated.example(row["text"], None, _without_overlaps(entities), f"{path}[{i}]")
+    yield annotated.example(row["text"], None, without_overlaps(entities), f"{path}[{i}]")
 
 
 def nlupp_folds(data_dir: str | pathlib.Path, domain: str) -> list[list[annotated.Example]]:
@@ -72,10 +72,10 @@ def _sgd(root: pathlib.Path):
         entities = [{"start": s["start"], "end": s["exclusive_end"], "entity": s["slot"]}
                     for frame in turn.get("frames", ()) for s in frame.get("slots", ())]
         if entities:
-          yield annotated.example(turn["utterance"], None, _without_overlaps(entities), f"{path}[{d}].turns[{t}]")
+          yield annotated.example(turn["utterance"], None, without_overlaps(entities), f"{path}[{d}].turns[{t}]")
 
 
-def _without_overlaps(entities: list[dict]) -> list[dict]:
+def without_overlaps(entities: list[dict]) -> list[dict]:
   """One entity per character: SGD marks a value once per frame (twice when two frames share it), NLU++ can
   give two slots nested spans (a date and a time period); keep one of each span, and of overlapping spans the
   one that starts first (the longer of two that start together)."""

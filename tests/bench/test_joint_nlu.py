@@ -26,3 +26,36 @@ def test_commands_join_cells_and_seeds_and_fold_runs_read_back():
                " --span-encoder runs/x")]
   cells = [f"nlupp-hotels:f{k}" for k in range(20)] + ["snips:k5"]
   assert joint_nlu.expand_cells(joint_nlu.compress_cells(cells)) == cells
+
+
+def test_restaurants8k_files_read_with_omitted_zero_starts_and_overlaps_kept_only_for_scoring(tmp_path):
+  import json
+  records = [{"userInput": {"text": "tomorrow night for 2"}, "context": {"requestedSlots": ["date"]},
+              "labels": [{"slot": "date", "valueSpan": {"endIndex": 14}},  # startIndex 0 omitted
+                         {"slot": "time", "valueSpan": {"startIndex": 9, "endIndex": 14}},
+                         {"slot": "people", "valueSpan": {"startIndex": 19, "endIndex": 20}}]},
+             {"userInput": {"text": "hi there"}}]
+  path = tmp_path / "train_7.json"
+  path.write_text(json.dumps(records))
+  scored = joint_nlu.restaurants8k_rows(path, keep_overlaps=True)
+  assert scored[0]["entities"] == [{"start": 0, "end": 14, "entity": "date"}, {"start": 9, "end": 14, "entity": "time"},
+                                   {"start": 19, "end": 20, "entity": "people"}]
+  assert scored[1] == {"text": "hi there", "entities": []}
+  trained = joint_nlu.restaurants8k_rows(path, keep_overlaps=False)
+  assert [e["entity"] for e in trained[0]["entities"]] == ["date", "people"]  # one entity per character
+  assert joint_nlu.restaurants8k_file(tmp_path, 64) == path and joint_nlu.restaurants8k_file(tmp_path, 8198).name == "train_0.json"
+
+
+def test_scored_spans_count_every_gold_span_against_the_parse():
+  class Model:
+    def parse(self, texts):
+      return [{"entities": [{"entity": "date", "start": 0, "end": 14}, {"entity": "people", "start": 18, "end": 20}]}
+              for _ in texts]
+
+  rows = [{"text": "tomorrow night for 2", "entities": [{"start": 0, "end": 14, "entity": "date"},
+                                                      {"start": 9, "end": 14, "entity": "time"},
+                                                      {"start": 19, "end": 20, "entity": "people"}]}]
+  result = joint_nlu.scored_spans(Model(), rows)
+  assert result["num_eval"] == 1
+  assert abs(result["slot_precision"] - 0.5) < 1e-9 and abs(result["slot_recall"] - 1 / 3) < 1e-9
+  assert abs(result["slot_f1"] - 0.4) < 1e-9
