@@ -81,6 +81,12 @@ VARIANTS.update({f"{name}-independent": {**VARIANTS[name], "slots.by_intent": Fa
 # learned, with the intents on MPNet-base (the papers' model size; ConvFiT with the embeddings + 4 layers frozen,
 # as bench/models.py's rows); the slot filler's span encoder stays the MiniLM one
 VARIANTS["learned-mpnet-intents"] = {"intents.model.name": "mpnet-base", "intents.train.frozen_prefix_layers": 4}
+# the slot filler learning the examples as a span metric only (slots.modes = ("metric",); the shipped default before
+# 2026-11-27 midday, when the cross-validation also got the encoder's layers to choose): every learned variant
+# above ran that way, so each keeps it
+for _name in [n for n in VARIANTS if n.startswith("learned") and n != "learned"]:
+  VARIANTS[_name] = {**VARIANTS[_name], "slots.modes": ("metric",)}
+VARIANTS["learned-metric"] = {"slots.modes": ("metric",)}
 
 
 def draw(data_dir: str, cell: str, seed: int) -> list[dict]:

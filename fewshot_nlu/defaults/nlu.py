@@ -17,10 +17,13 @@ The parts:
   * ``slots``: a slot filler (``models.slot_filler``) over words that keep their character offsets, starting from
     ``slots.encoder``: ``general`` (the general span encoder ``configs/span_encoder.py`` installs, trained on
     public slot corpora; the untouched MiniLM cut at ``slots.encoder_layers`` when none is installed, said in
-    one line), or a folder. It then learns the user's examples (``methods.span_training.fine_tune``: the batch
-    softmax over their slot spans against every other span of their utterances) for one of
-    ``slots.support_steps`` steps, chosen with the decoding threshold by ``slots.folds``-fold cross-validation
-    on the training examples (0 steps, retrieval alone, wins where the examples are too few to learn from).
+    one line), or a folder. It then learns the user's examples (``methods.span_training``: the batch softmax
+    over their slot spans against every other span of their utterances) with one of ``slots.modes`` — a span
+    metric W = I + D over the encoder's vectors (``metric``, lr ``slots.learning_rate``) or the encoder's layers
+    above the embeddings and ``slots.frozen_layers`` (``encoder``, lr ``slots.encoder_learning_rate``) — for
+    one of ``slots.support_steps`` steps, both chosen with the decoding threshold by ``slots.folds``-fold
+    cross-validation on the training examples (0 steps, retrieval alone, wins where the examples are too few
+    to learn from).
     The same cross-validation chooses whether the spans the examples leave unlabelled are indexed as "no slot"
     (``slots.none_margins``: a span nearer one of them than every labelled span, by the margin, is rejected),
     a deviation from the Retriever's §5.2, which rejects by the threshold alone.
@@ -69,9 +72,11 @@ def get_config(intent_method: str = "convfit") -> ml_collections.ConfigDict:
   s.encoder_layers = 3  # the untouched model is cut after this many layers (its lower layers retrieve spans best)
   s.max_length = 64
   s.max_words = 7  # m: spans of up to this many words
-  s.mode = "metric"  # what learns the examples: "metric" (a span metric W = I + D) | "encoder" (its layers)
+  s.modes = ("metric", "encoder")  # candidate learners of the examples, chosen by the cross-validation: "metric"
+  # (a span metric W = I + D: a few products per step) | "encoder" (its layers: slower, more to learn)
   s.support_steps = (0, 25, 50, 100)  # candidate step counts of learning the examples (0: retrieval alone)
-  s.learning_rate = 1e-3
+  s.learning_rate = 1e-3  # mode "metric"
+  s.encoder_learning_rate = 1e-4  # mode "encoder"
   s.frozen_layers = 1  # mode "encoder": embeddings + this many layers frozen (-1: none)
   s.cosine_scale = 20.0
   s.folds = 4  # cross-validation folds that choose the step count and the threshold

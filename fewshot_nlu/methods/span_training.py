@@ -35,7 +35,7 @@ from fewshot_nlu import config_checks, sharding
 from fewshot_nlu.data import batching
 from fewshot_nlu.data.samplers import PerLabelBatches
 from fewshot_nlu.data.stream import EpochStream
-from fewshot_nlu.encoders import frozen_prefix, pooling, pretrained, transformer
+from fewshot_nlu.encoders import frozen_prefix, packing, pooling, pretrained, transformer
 from fewshot_nlu.encoders.transformer import DTYPES
 from fewshot_nlu.losses.batch_softmax import REDUCTIONS, batch_softmax_loss
 from fewshot_nlu.models.span_retrieval import SpanEncoder, labelled_spans, pieces_ok, unlabelled_spans
@@ -337,6 +337,30 @@ def _metric_step(num_labels: int, cosine_scale: float, learning_rate: float, wei
   return jax.jit(step), optimizer
 
 
+def _packed(states: np.ndarray, batch: dict, length: int) -> tuple[jax.Array, dict]:
+  """The frozen prefix's ``states`` [U, L, H] of a support batch packed several utterances to a row of ``length``
+  (``encoders.packing``: each attends to itself only; the prefix gave each its own positions), and the batch's
+  span rows (utterance, first, last) moved to (packed row, first, last) in that row: the layers above the prefix
+  then run on ~the real tokens instead of every utterance padded to the longest (a support set of short
+  utterances with one long one: a quarter of the work). ``mask`` becomes the block-diagonal [R, length, length]."""
+  lengths = batch["mask"].sum(axis=1)
+  count = int((lengths > 0).sum())  # the utterances; the rows after them pad the batch
+  packed = batching.pack_rows([states[u, : lengths[u]] for u in range(count)], length, row_multiple=8)
+  row_of, start_of = np.zeros(len(lengths), np.int32), np.zeros(len(lengths), np.int32)
+  for r, position in zip(*np.nonzero((packed["offsets"] == 0) & (packed["owner"] >= 0))):
+    row_of[packed["owner"][r, position]], start_of[packed["owner"][r, position]] = r, position
+
+  def moved(rows):
+    out = rows.copy()
+    start = start_of[rows[:, 0]]
+    out[:, 0], out[:, 1], out[:, 2] = row_of[rows[:, 0]], start + rows[:, 1], start + rows[:, 2]
+    return out
+
+  mask = packing.attention_mask(jnp.asarray(packed["owner"]))
+  return jnp.asarray(packed["ids"]), {**batch, "mask": mask, "gold": moved(batch["gold"]),
+                                      "others": moved(batch["others"])}
+
+
 def _support_batch(tokenizer, utterances: Sequence[dict], max_length: int, max_words: int):
   """Token ids [U, L], mask, and the gold spans' (utterance, first, last, label id) and every other span's
   (utterance, first, last), padded to a few shapes; plus the label names."""
@@ -387,8 +411,11 @@ def fine_tune(cfg: transformer.EncoderConfig, params: dict, tokenizer, utterance
     raise ValueError("the support set holds no labelled span to learn from")
   frozen, trainable = (frozen_prefix.split(params, cfg, tuning.frozen_layers) if tuning.frozen_layers >= 0
                        else ({}, params))
-  tokens = (frozen_prefix.prefix_batch(frozen, batch["ids"], batch["mask"], cfg=cfg, dtype=dtype) if frozen
-            else jnp.asarray(batch["ids"]))
+  if frozen:
+    tokens = frozen_prefix.prefix_batch(frozen, batch["ids"], batch["mask"], cfg=cfg, dtype=dtype)
+    tokens, batch = _packed(np.asarray(tokens), batch, max(max_length, batch["ids"].shape[1]))
+  else:
+    tokens = jnp.asarray(batch["ids"])
   step_fn, optimizer = _tuning_step(cfg, -(-len(names) // 8) * 8, float(tuning.cosine_scale), tuning.learning_rate,
                                     tuning.weight_decay, dtype)
   out, state = {}, optimizer.init(trainable)
@@ -404,6 +431,25 @@ def fine_tune(cfg: transformer.EncoderConfig, params: dict, tokenizer, utterance
   return [out[s] for s in snapshots]
 
 
+def support_loss(trainable: dict, tokens: jax.Array, batch: dict, rng: jax.Array, *, cfg: transformer.EncoderConfig,
+                 num_labels: int, cosine_scale: float, dtype, deterministic: bool) -> jax.Array:
+  """The support set's batch softmax (Eq. 4 of the Retriever, "max" reduction) over its gold slot spans, every
+  other span of its utterances as the "none" column, at ``cosine_scale`` cos: the encoder layers in
+  ``trainable`` run on ``tokens`` (ids, or a frozen prefix's states, padded or packed: ``_packed``), a span is
+  its first and last pieces' states side by side (``batch["gold"]`` / ``["others"]`` rows: (row, first, last))."""
+  hidden = frozen_prefix.encode_tokens(cfg, trainable, tokens, batch["mask"], dtype=dtype,
+                                       deterministic=deterministic, rng=rng)
+  flat, length = hidden.reshape(-1, hidden.shape[-1]), hidden.shape[1]
+
+  def spans(rows):  # (row, first piece, last piece) -> first+last piece vectors, at scale * cos
+    z = jnp.concatenate([flat[rows[:, 0] * length + rows[:, 1]], flat[rows[:, 0] * length + rows[:, 2]]], -1)
+    return pooling.l2_normalize(z.astype(jnp.float32)) * np.sqrt(cosine_scale)
+
+  loss, _ = batch_softmax_loss(spans(batch["gold"]), batch["gold"][:, 3], batch["gold_valid"], num_labels, "max",
+                               spans(batch["others"]), batch["others_valid"])
+  return loss
+
+
 @functools.lru_cache(maxsize=16)
 def _tuning_step(cfg, num_labels: int, cosine_scale: float, learning_rate: float, weight_decay: float, dtype):
   """(jitted AdamW step of the support loss, its optimizer) for ``fine_tune``, made once per encoder and
@@ -413,20 +459,8 @@ def _tuning_step(cfg, num_labels: int, cosine_scale: float, learning_rate: float
       {"train": adamw, "freeze": optax.set_to_zero()},
       lambda params: train_optimizer.freeze_labels(params, None, frozen_prefix.read_only_patterns(params, root="")))
 
-  def loss_fn(trainable, tokens, batch, rng):
-    hidden = frozen_prefix.encode_tokens(cfg, trainable, tokens, batch["mask"], dtype=dtype, deterministic=False,
-                                         rng=rng)
-
-    flat, length = hidden.reshape(-1, hidden.shape[-1]), hidden.shape[1]
-
-    def spans(rows):  # (utterance, first piece, last piece) -> first+last piece vectors, at scale * cos
-      z = jnp.concatenate([flat[rows[:, 0] * length + rows[:, 1]], flat[rows[:, 0] * length + rows[:, 2]]], -1)
-      return pooling.l2_normalize(z.astype(jnp.float32)) * np.sqrt(cosine_scale)
-
-    z = spans(batch["gold"])
-    loss, _ = batch_softmax_loss(z, batch["gold"][:, 3], batch["gold_valid"], num_labels, "max", spans(batch["others"]),
-                                 batch["others_valid"])
-    return loss
+  loss_fn = functools.partial(support_loss, cfg=cfg, num_labels=num_labels, cosine_scale=cosine_scale, dtype=dtype,
+                              deterministic=False)
 
   def step(trainable, state, tokens, batch, rng, number):
     loss, grads = jax.value_and_grad(loss_fn)(trainable, tokens, batch, jax.random.fold_in(rng, number))

@@ -87,3 +87,29 @@ def test_learnt_metric_does_not_depend_on_how_the_negatives_are_padded(tiny_bert
   wide = retriever_training.learn_metric(encoder, _toy_slot_utterances(), tuning)[0]
   np.testing.assert_allclose(wide, shaped, rtol=1e-4, atol=1e-5)
   assert np.abs(shaped - np.eye(len(shaped))).max() > 1e-3
+
+
+@pytest.mark.parametrize("kind", ["bert", "mpnet"])
+def test_support_loss_on_packed_rows_equals_padded_rows(kind, tiny_bert_dir, tiny_mpnet_dir):
+  """Above a frozen prefix the support utterances train packed several to a row (``_packed``: block-diagonal
+  attention, span positions moved with them): the loss and its gradients equal those of the padded batch."""
+  from fewshot_nlu.encoders import frozen_prefix
+  model = pretrained.load_pretrained(str(tiny_mpnet_dir if kind == "mpnet" else tiny_bert_dir))
+  utterances = _toy_slot_utterances() + [{"tokens": ["a"] * 20, "tags": ["B-a"] + ["O"] * 19}]  # one long one
+  batch, names = retriever_training._support_batch(model.tokenizer, utterances, 32, 3)
+  frozen, trainable = frozen_prefix.split(model.params, model.config, 1)
+  states = frozen_prefix.prefix_batch(frozen, batch["ids"], batch["mask"], cfg=model.config, dtype=np.float32)
+  packed_states, packed = retriever_training._packed(np.asarray(states), batch, 32)
+  assert packed_states.shape[0] < states.shape[0]  # fewer rows than utterances
+
+  def loss_and_grads(tokens, b):
+    fn = lambda p: retriever_training.support_loss(
+        p, tokens, {k: jax.numpy.asarray(v) for k, v in b.items() if k != "ids"}, jax.random.key(0),
+        cfg=model.config, num_labels=8, cosine_scale=20.0, dtype=np.float32, deterministic=True)
+    return jax.value_and_grad(fn)(trainable)
+
+  (padded_loss, padded_grads), (packed_loss, packed_grads) = (loss_and_grads(jax.numpy.asarray(states), batch),
+                                                              loss_and_grads(packed_states, packed))
+  np.testing.assert_allclose(float(packed_loss), float(padded_loss), rtol=1e-5, atol=1e-6)
+  for a, b in zip(jax.tree.leaves(packed_grads), jax.tree.leaves(padded_grads)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-3, atol=1e-5)

@@ -50,7 +50,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "intent_method", nlu_defaults.INTENT_METHODS)
   s = config.slots
   config_checks.require_positive(config, "slots.max_length", "slots.max_words", "slots.learning_rate",
-                                 "slots.cosine_scale", "slots.folds", "slots.beam_size")
+                                 "slots.encoder_learning_rate", "slots.cosine_scale", "slots.folds", "slots.beam_size")
   config_checks.require_non_negative(config, "slots.encoder_layers", "slots.threshold_retries")
   if not s.support_steps or any(n < 0 for n in s.support_steps):
     raise config_checks.ConfigError(f"config.slots.support_steps: {tuple(s.support_steps)} must be step counts >= 0")
@@ -59,7 +59,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if any(not 0 <= m < 1 for m in s.get("none_margins", ())):
     raise config_checks.ConfigError(f"config.slots.none_margins: {tuple(s.none_margins)} must be margins in [0, 1) "
                                     "(or empty: no unlabelled spans)")
-  config_checks.require_choice(config, "slots.mode", span_training.MODES)
+  if not s.modes or any(m not in span_training.MODES for m in s.modes):
+    raise config_checks.ConfigError(f"config.slots.modes: {tuple(s.modes)} must be one or more of "
+                                    f"{span_training.MODES}")
   if s.frozen_layers < -1:
     raise config_checks.ConfigError(f"config.slots.frozen_layers: {s.frozen_layers} must be -1 (none) or >= 0")
   data = annotated.read(config.data.train)  # fails here, naming the file and line, before anything trains
@@ -163,9 +165,11 @@ def base_encoder(config) -> tuple[pretrained.Pretrained, str]:
   return pretrained.load_pretrained(s.encoder), s.encoder
 
 
-def tuning_of(config) -> span_training.SupportTuning:
+def tuning_of(config, mode: str) -> span_training.SupportTuning:
+  """How the examples are learnt in ``mode`` (``slots.modes``), up to the largest candidate step count."""
   s = config.slots
-  return span_training.SupportTuning(steps=max(s.support_steps), learning_rate=s.learning_rate, mode=s.mode,
+  return span_training.SupportTuning(steps=max(s.support_steps), mode=mode,
+                                     learning_rate=s.learning_rate if mode == "metric" else s.encoder_learning_rate,
                                      cosine_scale=s.cosine_scale, frozen_layers=s.frozen_layers,
                                      max_words=s.max_words)
 
@@ -186,35 +190,37 @@ def train_slots(config, data: annotated.Annotated, results: dict) -> SlotFillerM
   base = SpanEncoder(model.config, model.params, model.tokenizer, max_length=s.max_length,
                      batch_size=config.eval.batch_size)
   support = annotated.support_rows(data.examples)
-  steps, margin, threshold, selection = select(base, support, config)
-  encoder = span_training.learn_support(base, support, dataclasses.replace(tuning_of(config), steps=steps),
-                                        seed=config.seed)[0]
-  notes = {"encoder": source, "learnt": f"{s.mode}: {steps} steps on its support set" if steps else "retrieval alone",
+  mode, steps, margin, threshold, selection = select(base, support, config)
+  encoder = (span_training.learn_support(base, support, dataclasses.replace(tuning_of(config, mode), steps=steps),
+                                         seed=config.seed)[0] if steps else base)
+  notes = {"encoder": source, "learnt": f"{mode}: {steps} steps on its support set" if steps else "retrieval alone",
            "threshold": selection["how"]}
   if margin is not None:
     notes["none_margin"] = f"{margin}: a span nearer an unlabelled span of the examples than a labelled one is no slot"
-  results["slots"] = {"encoder": source, "support_steps": steps, "none_margin": margin, "threshold": threshold,
-                      **selection}
+  results["slots"] = {"encoder": source, "support_mode": mode if steps else None, "support_steps": steps,
+                      "none_margin": margin, "threshold": threshold, **selection}
   return SlotFillerModel(SlotRetriever(encoder, max_words=s.max_words, none_margin=margin), support,
                          threshold=threshold,
                          words="offsets", notes=notes, **decoding_of(config))
 
 
-def select(base: SpanEncoder, support: list[dict], config) -> tuple[int, float | None, float, dict]:
-  """(step count, none margin, threshold, a record) chosen by cross-validation on the support set: each of
-  ``slots.folds`` folds of its utterances with entities is decoded from the rest (which learns for each candidate
-  step count, snapshots of one run), for each margin of ``slots.none_margins`` (and None: no unlabelled spans;
-  ``SlotRetriever``) and threshold, with ``slots.by_intent`` each from its own intent's labels in the rest;
-  span counts pooled over folds, the best micro F1 wins (ties: fewer steps, no
-  margin before the smaller ones, the first threshold). Fewer than two utterances with entities: retrieval alone
-  at ``NO_THRESHOLD``."""
+def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, float | None, float, dict]:
+  """(mode, step count, none margin, threshold, a record) chosen by cross-validation on the support set: each of
+  ``slots.folds`` folds of its utterances with entities is decoded from the rest (which learns in each mode of
+  ``slots.modes`` for each candidate step count, snapshots of one run; 0 steps, retrieval alone, once), for each
+  margin of ``slots.none_margins`` (and None: no unlabelled spans; ``SlotRetriever``) and threshold, with
+  ``slots.by_intent`` each from its own intent's labels in the rest; span counts pooled over folds, the best
+  micro F1 wins (ties: the earlier mode, fewer steps, no margin before the smaller ones, the first threshold).
+  Fewer than two utterances with entities: retrieval alone at ``NO_THRESHOLD``."""
   s = config.slots
   labelled = [i for i, u in enumerate(support) if any(t != "O" for t in u["tags"])]
   steps_grid = sorted(set(s.support_steps))
+  learnt = [n for n in steps_grid if n > 0]
+  candidates = [(s.modes[0], 0)] * (0 in steps_grid) + [(mode, n) for mode in s.modes for n in learnt]
   margins = [None, *sorted(set(s.get("none_margins", ())))]
   if len(labelled) < 2:
-    return 0, None, NO_THRESHOLD, {"how": f"{len(labelled)} utterance(s) with entities: too few to choose; "
-                                          f"retrieval alone at {NO_THRESHOLD}"}
+    return s.modes[0], 0, None, NO_THRESHOLD, {"how": f"{len(labelled)} utterance(s) with entities: too few to "
+                                                      f"choose; retrieval alone at {NO_THRESHOLD}"}
   # folds over every utterance (those without entities score the spans a model finds where there are none),
   # each holding some with entities
   rng = np.random.default_rng(config.seed)
@@ -222,8 +228,7 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[int, float |
   count = min(s.folds, len(labelled))
   folds = [np.concatenate(parts) for parts in zip(np.array_split(rng.permutation(labelled), count),
                                                   np.array_split(rng.permutation(others).astype(int), count))]
-  counts = [[[SpanCounts() for _ in s.thresholds] for _ in margins] for _ in steps_grid]
-  tuning = tuning_of(config)
+  counts = [[[SpanCounts() for _ in s.thresholds] for _ in margins] for _ in candidates]
   decoding = decoding_of(config)
   for f, held in enumerate(folds):
     held = set(int(i) for i in held)
@@ -233,8 +238,12 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[int, float |
       continue
     allowed = labels_by_intent(train) if s.get("by_intent", False) else None
     labels = [allowed.get(q.get("intent")) for q in queries] if allowed is not None else None
-    for k, encoder in enumerate(span_training.learn_support(base, train, tuning, seed=config.seed + f,
-                                                            snapshots=steps_grid)):
+    encoders = [base] * (0 in steps_grid)
+    for mode in s.modes:
+      if learnt:
+        encoders += span_training.learn_support(base, train, tuning_of(config, mode), seed=config.seed + f,
+                                                snapshots=learnt)
+    for k, encoder in enumerate(encoders):
       retriever = SlotRetriever(encoder, max_words=s.max_words, none_margin=margins[-1])
       retriever.set_support(train)
       for j, margin in enumerate(margins):
@@ -244,9 +253,11 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[int, float |
             counts[k][j][t].add(q["tags"], to_bio(spans, len(q["tokens"])))
   f1 = np.array([[[c.f1 for c in row] for row in by_margin] for by_margin in counts])
   k, j, t = np.unravel_index(int(np.argmax(f1)), f1.shape)
-  return steps_grid[k], margins[j], float(s.thresholds[t]), {
+  mode, steps = candidates[k]
+  return mode, steps, margins[j], float(s.thresholds[t]), {
       "how": f"{count}-fold cross-validation on the {len(support)} training utterances ({len(labelled)} with entities)",
-      "cv_f1_by_steps": {str(n): round(float(row.max()), 2) for n, row in zip(steps_grid, f1)},
+      "cv_f1_by_steps": {(f"{m}:{n}" if n else "0"): round(float(row.max()), 2)
+                         for (m, n), row in zip(candidates, f1)},
       "cv_f1_by_none_margin": {str(m): round(float(f1[:, i].max()), 2) for i, m in enumerate(margins)}}
 
 
