@@ -80,6 +80,8 @@ def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_p
     assert text[e["start"]:e["end"]] in (e["value"], "veggie") and e["extractor"] == "fewshot_nlu"
   assert [text[a:b] for a, b in answer["text_tokens"]] == ["Can", "I", "get", "a", "medium", "veggie", "?"]
   assert model.results["slots"]["how"].startswith("2-fold cross-validation on the 11 training utterances")
+  assert set(model.results["slots"]["cv_f1_by_steps"]) == {"0", "metric:2", "encoder:2"}  # learner and steps chosen
+  assert model.results["slots"]["support_mode"] in ("metric", "encoder", None)
   # joint: each text's entities are of the labels its predicted intent's examples hold (greet: none)
   assert model.slots_by_intent and model.slots.labels_for("greet") == frozenset()
   assert model.slots.labels_for("order_pizza") == {"address", "size", "topping"}
