@@ -39,8 +39,8 @@ all 3,731 ``test.json`` utterances scored against every gold span (18 pairs of g
 slot filler predicts one slot per word, so at most one of each pair can be found), exact (slot, start, end) match.
 The data is PolyAI's (github.com/PolyAI-LDN/task-specific-datasets, ``span_extraction/restaurant8k``; not in
 ``$FEWSHOT_NLU_DATA``): ``--restaurants8k-dir`` or ``$RESTAURANTS8K_DIR`` names a checkout's folder. The training
-file is fixed, so seeds differ only in the slot filler's cross-validation folds. The SNIPS-excluded span encoder
-never saw it (MixATIS, NLU++, SGD), so it is held out too.
+file is fixed, so seeds differ only in the cross-validation folds (and the encoder learner's dropout). The
+SNIPS-excluded span encoder never saw it (MixATIS, NLU++, SGD), so it is held out too.
 
   python bench/joint_nlu.py --cells restaurants8k:n64 --seeds 0 --restaurants8k-dir DIR \
       --span-encoder runs/span_encoder_no_snips_1500/export
@@ -331,7 +331,8 @@ def restaurants8k_table(rows: list[dict]) -> list[str]:
   lines = ["", "## Restaurants-8k slots (the Span-ConveRT / ConVEx few-shot setting)", "",
            "The shipped training file of N utterances (`train_<i>.json`), all 3,731 test utterances, exact spans "
            "against every gold span; in %, mean ± std over seeds (n: the file is fixed, seeds vary the "
-           "cross-validation only). The span encoder never saw Restaurants-8k (MixATIS, NLU++, SGD). " + machine(), "",
+           "cross-validation folds and the encoder learner's dropout). The span encoder never saw Restaurants-8k "
+           "(MixATIS, NLU++, SGD). " + machine(), "",
            "| N | variant | span encoder steps | slot F1 | precision | recall | fit s | parse ms |",
            "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
   for (n, name, steps), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], list(VARIANTS).index(kv[0][1])
