@@ -30,7 +30,8 @@ DOMAINS = ("GetWeather", "PlayMusic", "AddToPlaylist", "RateBook", "SearchScreen
            "SearchCreativeWork")
 # name -> (variant of configs/retriever_snips.py, label, seeds run by default)
 SNIPS = {"snips": ("retriever", "Retriever", (0, 1, 2)),
-         "snips-tuned": ("tuned", "Retriever, support learnt per episode", (0, 1, 2)), "snips-frz": ("frz", "Retriever^frz", (0,)),
+         "snips-tuned": ("tuned", "Retriever, support learnt per episode", (0, 1, 2)),
+         "snips-frz": ("frz", "Retriever^frz", (0,)),
          "snips-paper-frz": ("paper_frz", "Retriever^frz, top layer, grid 0.85-0.95 (App. A.1)", (0,)),
          "snips-proto": ("proto", "Proto", (0,))}
 # Table 2 (BERT-base, 5-shot, 100 episodes per domain): GW PM ATP RB FSE BR SCW, average.

@@ -13,9 +13,9 @@ intents, ``models.nlu_model``).
 
 ``save``/``load`` write one folder: the encoder in Hugging Face layout, ``support.jsonl`` (one
 ``{"tokens": [...], "tags": [...]}`` per line, with ``"intent"`` where known, and the raw ``"text"`` with each
-token's character ``"offsets"`` where the examples came as text, so evidence quotes them as written) and ``slot_filler.json`` (kind
-``slot_filler``: span settings,
-decoding settings, the threshold, and notes on where the threshold and support set came from).
+token's character ``"offsets"`` where the examples came as text, so evidence quotes them as written) and
+``slot_filler.json`` (kind ``slot_filler``: span settings, decoding settings, the threshold, and notes on where
+the threshold and support set came from).
 A ``models.protocol.Model``.
 """
 

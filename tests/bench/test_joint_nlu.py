@@ -43,7 +43,8 @@ def test_restaurants8k_files_read_with_omitted_zero_starts_and_overlaps_kept_onl
   assert scored[1] == {"text": "hi there", "entities": []}
   trained = joint_nlu.restaurants8k_rows(path, keep_overlaps=False)
   assert [e["entity"] for e in trained[0]["entities"]] == ["date", "people"]  # one entity per character
-  assert joint_nlu.restaurants8k_file(tmp_path, 64) == path and joint_nlu.restaurants8k_file(tmp_path, 8198).name == "train_0.json"
+  assert joint_nlu.restaurants8k_file(tmp_path, 64) == path
+  assert joint_nlu.restaurants8k_file(tmp_path, 8198).name == "train_0.json"
 
 
 def test_scored_spans_count_every_gold_span_against_the_parse():

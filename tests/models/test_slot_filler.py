@@ -25,7 +25,8 @@ def test_an_exported_slot_filler_answers_from_another_support_set(tiny_bert_dir,
   with pytest.raises(ValueError, match="the support set is empty"):
     loaded.replace_support([])
   with pytest.raises(ValueError, match="support example 1: its offsets do not give its tokens in its text"):
-    loaded.add_support([{"tokens": ["jazz", "!"], "tags": ["B-genre", "O"], "text": "jazz!", "offsets": [[0, 4], [5, 6]]}])
+    loaded.add_support([{"tokens": ["jazz", "!"], "tags": ["B-genre", "O"], "text": "jazz!",
+                         "offsets": [[0, 4], [5, 6]]}])
 
 
 def test_slot_labels_follow_the_intent_of_the_support_utterances(tiny_bert_dir, tmp_path):
