@@ -7,6 +7,9 @@ support span it retrieved (text, label, normalised score) and that span's uttera
 set grows with ``add_examples(texts, tags)`` (new slot labels become predictable without retraining; the
 whole support set is re-encoded, which is cheap at few-shot sizes).
 
+Where the support's annotations take the punctuation after a value (``12:30PM.``, ``1 p.m.``) or leave it,
+a decoded span's end follows them (``span_boundaries``: counted per label and last word from the support).
+
 A support utterance may name its ``intent``: ``predict(texts, intents=...)`` then lets each text's spans retrieve
 only the slot labels its intent's support utterances hold (``labels_for``; the joint model passes its predicted
 intents, ``models.nlu_model``).
@@ -32,6 +35,7 @@ from fewshot_nlu.data import words as word_lib
 from fewshot_nlu.data.bio import validate_bio
 from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.index import normalize as l2_normalize
+from fewshot_nlu.models import span_boundaries
 from fewshot_nlu.models.span_decoding import Candidate, decode, enumerate_spans
 from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder, labelled_spans
 from fewshot_nlu.data.support import read_support
@@ -75,6 +79,7 @@ class SlotFillerModel:
     self.notes = dict(notes or {})  # provenance, recorded in the export (e.g. the threshold's source)
     self.support: list[dict] = []
     self._labels_by_intent: dict[str, frozenset] | None = None  # built on first use (``labels_for``)
+    self._boundaries: dict | None = None  # span_boundaries.count of the support, built on first use
     if support:
       self.add_support(support)
 
@@ -108,7 +113,7 @@ class SlotFillerModel:
       rows.append(row)
     self.retriever.set_support(self.support + rows)
     self.support.extend(rows)
-    self._labels_by_intent = None
+    self._labels_by_intent = self._boundaries = None
 
   def labels_for(self, intent: str | None) -> frozenset | None:
     """The slot labels a text of ``intent`` may take (``labels_by_intent`` of the support set); None (every
@@ -123,7 +128,7 @@ class SlotFillerModel:
     if not utterances:
       raise ValueError("the support set is empty")
     self.support = []
-    self.add_support(utterances)
+    self.add_support(utterances)  # resets what is built from the support
 
   def add_examples(self, texts: Sequence[str], labels: Sequence[str | Sequence[str]]) -> None:
     """Adds labelled utterances: ``texts`` split on whitespace, ``labels`` their BIO tags (a sequence per text,
@@ -162,14 +167,21 @@ class SlotFillerModel:
     words = [tuple(t[a:b] for a, b in spans) for t, spans in zip(texts, offsets)]
     out = []
     floor = self.threshold - self.decoding["threshold_retries"] * self.decoding["threshold_step"]
+    if self._boundaries is None:
+      self._boundaries = span_boundaries.count(self.support)
+    boundaries = self._boundaries
     for text, spans, w, row in zip(texts, offsets, words,
                                    self.retriever.candidates(words, floor=floor, labels=labels, cache=False)):
       by_span = {(c.start, c.end, c.label): (c, p) for c, p in row}
+      decoded = decode([c for c, _ in row], threshold=self.threshold, **self.decoding)
+      taken = frozenset(i for span in decoded for i in range(span.start, span.end))
       slots = []
-      for span in decode([c for c, _ in row], threshold=self.threshold, **self.decoding):
+      for span in decoded:
         candidate, payload = by_span.get((span.start, span.end, span.label)) or _best_part(span, row)
-        first, last = spans[span.start][0], spans[span.end - 1][1]
-        slots.append(Slot(span.start, span.end, text[first:last], span.label, span.score,
+        end = span_boundaries.adjust(boundaries, span.label, span.start, span.end, w,
+                                     spans if self.words == "offsets" else None, taken)
+        first, last = spans[span.start][0], spans[end - 1][1]
+        slots.append(Slot(span.start, end, text[first:last], span.label, span.score,
                           Neighbour(payload["text"], payload["label"], candidate.score), payload["utterance"],
                           first, last))
       out.append(SlotPrediction(w, tuple(slots)))
