@@ -39,6 +39,16 @@ def _touching(offsets: Sequence[Sequence[int]] | None, left: int, right: int) ->
   return offsets is None or offsets[left][1] == offsets[right][0]
 
 
+def _ends_in_mark(words: Sequence[str], offsets: Sequence[Sequence[int]] | None, start: int, end: int) -> bool:
+  """``words[start:end]`` ends in a mark touching a word of the span before it."""
+  return end - start >= 2 and _is_mark(words[end - 1]) and _touching(offsets, end - 2, end - 1)
+
+
+def _mark_follows(words: Sequence[str], offsets: Sequence[Sequence[int]] | None, end: int) -> bool:
+  """Word ``end`` is a mark touching the span that ends before it."""
+  return end < len(words) and _is_mark(words[end]) and _touching(offsets, end - 1, end)
+
+
 def _keys(label: str, word: str, mark: str) -> tuple[tuple, tuple]:
   """The finer key (the word's trailing letters, lowercased) and the coarser one (whether it ends in a letter)."""
   letters = _TRAILING_LETTERS.search(word.lower()).group()
@@ -52,9 +62,9 @@ def count(support: Sequence[dict]) -> dict[tuple, tuple[int, int]]:
   for u in support:
     tokens, offsets = u["tokens"], u.get("offsets")
     for start, end, label in labelled_spans(u["tags"]):
-      if end - start >= 2 and _is_mark(tokens[end - 1]) and _touching(offsets, end - 2, end - 1):
+      if _ends_in_mark(tokens, offsets, start, end):
         word, mark, column = tokens[end - 2], tokens[end - 1], 0
-      elif end < len(tokens) and _is_mark(tokens[end]) and _touching(offsets, end - 1, end):
+      elif _mark_follows(tokens, offsets, end):
         word, mark, column = tokens[end - 1], tokens[end], 1
       else:
         continue
@@ -80,10 +90,8 @@ def adjust(counts: Counts, label: str, start: int, end: int, words: Sequence[str
   the convention excludes, else ``end``."""
   if not counts:
     return end
-  if (end < len(words) and end not in taken and _is_mark(words[end]) and _touching(offsets, end - 1, end)
-      and takes(counts, label, words[end - 1], words[end])):
+  if end not in taken and _mark_follows(words, offsets, end) and takes(counts, label, words[end - 1], words[end]):
     return end + 1
-  if (end - start >= 2 and _is_mark(words[end - 1]) and _touching(offsets, end - 2, end - 1)
-      and takes(counts, label, words[end - 2], words[end - 1]) is False):
+  if _ends_in_mark(words, offsets, start, end) and takes(counts, label, words[end - 2], words[end - 1]) is False:
     return end - 1
   return end
