@@ -40,7 +40,11 @@ slot filler predicts one slot per word, so at most one of each pair can be found
 The data is PolyAI's (github.com/PolyAI-LDN/task-specific-datasets, ``span_extraction/restaurant8k``; not in
 ``$FEWSHOT_NLU_DATA``): ``--restaurants8k-dir`` or ``$RESTAURANTS8K_DIR`` names a checkout's folder. The training
 file is fixed, so seeds differ only in the cross-validation folds (and the encoder learner's dropout). The
-SNIPS-excluded span encoder never saw it (MixATIS, NLU++, SGD), so it is held out too.
+SNIPS-excluded span encoder never saw it (MixATIS, NLU++, SGD), so it is held out too. A cell
+``restaurants8k-ctx:n<N>`` is the same with each utterance's context: the slots the system had asked for
+(``requestedSlots``, 897 of the 3,731 test utterances and 17 of the 64 training ones), as Span-ConveRT's
+requested-slot feature uses them; the examples carry them as ``requested_slot`` and ``parse`` gets them
+(``requested_slots=``).
 
   python bench/joint_nlu.py --cells restaurants8k:n64 --seeds 0 --restaurants8k-dir DIR \
       --span-encoder runs/span_encoder_no_snips_1500/export
@@ -121,12 +125,15 @@ def nlupp_split(data_dir: str, domain: str, fold: int) -> tuple[list[dict], list
 
 
 RESTAURANTS8K_TRAIN = 8198  # train_0.json; train_<i>.json holds 1/2^i of it
+RESTAURANTS8K = ("restaurants8k", "restaurants8k-ctx")  # -ctx: the rows carry the requested slots (context)
 
 
-def restaurants8k_rows(path: pathlib.Path, keep_overlaps: bool) -> list[dict]:
-  """A Restaurants-8k file (``[{"userInput": {"text"}, "labels": [{"slot", "valueSpan": {"startIndex",
-  "endIndex"}}]}]``; a zero ``startIndex`` is omitted, as protobuf's JSON does) as fit's JSON-lines rows, slots only.
-  Overlapping gold spans are kept (scoring) or reduced to one per character (training: ``without_overlaps``)."""
+def restaurants8k_rows(path: pathlib.Path, keep_overlaps: bool, context: bool = False) -> list[dict]:
+  """A Restaurants-8k file (``[{"userInput": {"text"}, "context": {"requestedSlots"}, "labels": [{"slot",
+  "valueSpan": {"startIndex", "endIndex"}}]}]``; a zero ``startIndex`` is omitted, as protobuf's JSON does) as
+  fit's JSON-lines rows, slots only. Overlapping gold spans are kept (scoring) or reduced to one per character
+  (training: ``without_overlaps``). ``context``: each row's ``requested_slot``, the slots the system had asked
+  for (Span-ConveRT's requested-slot feature; ``restaurants8k-ctx`` cells)."""
   from fewshot_nlu.data.slot_corpora import without_overlaps
   rows = []
   for i, record in enumerate(json.loads(path.read_text())):
@@ -134,6 +141,9 @@ def restaurants8k_rows(path: pathlib.Path, keep_overlaps: bool) -> list[dict]:
                  "entity": label["slot"]} for label in record.get("labels", [])]
     rows.append({"text": record["userInput"]["text"],
                  "entities": entities if keep_overlaps else without_overlaps(entities)})
+    requested = record.get("context", {}).get("requestedSlots")
+    if context and requested:
+      rows[-1]["requested_slot"] = list(dict.fromkeys(requested))
   return rows
 
 
@@ -150,7 +160,9 @@ def scored_spans(model, rows: list[dict]) -> dict:
   span, overlapping ones included)."""
   from fewshot_nlu.evaluation.span_f1 import SpanCounts
   counts = SpanCounts()
-  for row, answer in zip(rows, model.parse([r["text"] for r in rows])):
+  context = [r.get("requested_slot") for r in rows]
+  options = {"requested_slots": context} if any(context) else {}
+  for row, answer in zip(rows, model.parse([r["text"] for r in rows], **options)):
     counts.add_spans({(e["entity"], e["start"], e["end"]) for e in row["entities"]},
                      {(e["entity"], e["start"], e["end"]) for e in answer["entities"]})
   return {"slot_f1": counts.f1 / 100, "slot_precision": counts.precision / 100, "slot_recall": counts.recall / 100,
@@ -163,10 +175,10 @@ def run_cell(data_dir: str, cell: str, seed: int, variant: str, span_encoder: pa
   test_rows = None
   if dataset == "snips":
     rows, validation = draw(data_dir, cell, seed), str(pathlib.Path(data_dir) / "SNIPS_BIO" / "test")
-  elif dataset == "restaurants8k":
-    directory = pathlib.Path(restaurants8k_dir)
-    rows, validation = restaurants8k_rows(restaurants8k_file(directory, int(cell[1:])), keep_overlaps=False), None
-    test_rows = restaurants8k_rows(directory / "test.json", keep_overlaps=True)
+  elif dataset in RESTAURANTS8K:
+    directory, context = pathlib.Path(restaurants8k_dir), dataset.endswith("-ctx")
+    rows = restaurants8k_rows(restaurants8k_file(directory, int(cell[1:])), keep_overlaps=False, context=context)
+    validation, test_rows = None, restaurants8k_rows(directory / "test.json", keep_overlaps=True, context=context)
   else:
     rows, validation = nlupp_split(data_dir, dataset.split("-", 1)[1], int(cell[1:]))
   overrides = {"slots.encoder": str(span_encoder), **VARIANTS[variant]}
@@ -324,21 +336,24 @@ def restaurants8k_table(rows: list[dict]) -> list[str]:
   """Restaurants-8k: one row per training size, variant and span encoder."""
   groups = collections.defaultdict(list)
   for r in rows:
-    if r.get("dataset") == "restaurants8k":
-      groups[(int(r["cell"][1:]), r["name"], r.get("span_encoder_steps"))].append(r)
+    if r.get("dataset") in RESTAURANTS8K:
+      groups[(int(r["cell"][1:]), r["name"], r.get("span_encoder_steps"), r["dataset"].endswith("-ctx"))].append(r)
   if not groups:
     return []
   lines = ["", "## Restaurants-8k slots (the Span-ConveRT / ConVEx few-shot setting)", "",
            "The shipped training file of N utterances (`train_<i>.json`), all 3,731 test utterances, exact spans "
            "against every gold span; in %, mean ± std over seeds (n: the file is fixed, seeds vary the "
            "cross-validation folds and the encoder learner's dropout). The span encoder never saw Restaurants-8k "
-           "(MixATIS, NLU++, SGD). " + machine(), "",
-           "| N | variant | span encoder steps | slot F1 | precision | recall | fit s | parse ms |",
-           "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-  for (n, name, steps), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], list(VARIANTS).index(kv[0][1])
-                                                                      if kv[0][1] in VARIANTS else 99)):
+           "(MixATIS, NLU++, SGD). Requested slot: whether the examples and the test utterances carry the slots "
+           "the system had asked for (`restaurants8k-ctx` cells; `parse(..., requested_slots=...)`), as in "
+           "Span-ConveRT's setting. " + machine(), "",
+           "| N | variant | requested slot | span encoder steps | slot F1 | precision | recall | fit s | parse ms |",
+           "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+  for (n, name, steps, ctx), rs in sorted(groups.items(), key=lambda kv: (
+      kv[0][0], kv[0][3], list(VARIANTS).index(kv[0][1]) if kv[0][1] in VARIANTS else 99)):
     res = [r["results"] for r in rs]
-    lines.append(f"| {n} | {name} | {steps or '–'} | {mean_std([x['slot_f1'] for x in res])} ({len(rs)}) | "
+    lines.append(f"| {n} | {name} | {'yes' if ctx else 'no'} | {steps or '–'} | "
+                 f"{mean_std([x['slot_f1'] for x in res])} ({len(rs)}) | "
                  f"{mean_std([x['slot_precision'] for x in res])} | {mean_std([x['slot_recall'] for x in res])} | "
                  f"{statistics.median(x.get('slots_seconds') or 0 for x in res):.0f} | "
                  f"{statistics.median(r['parse_ms_p50'] for r in rs):.1f} |")
@@ -372,10 +387,10 @@ def main() -> None:
       snips = dataset == "snips" and kind[:1] in ("k", "n")
       nlupp = (dataset in ("nlupp-banking", "nlupp-hotels") and kind[:1] == "f" and kind[1:].isdigit()
                and int(kind[1:]) < 20)
-      restaurants8k = dataset == "restaurants8k" and kind[:1] == "n"
+      restaurants8k = dataset in RESTAURANTS8K and kind[:1] == "n"
       if not (snips or nlupp or restaurants8k) or not kind[1:].isdigit():
-        raise SystemExit(f"{cell}: cells are snips:k<K>, snips:n<N>, nlupp-banking:f<fold>, nlupp-hotels:f<fold> "
-                         "or restaurants8k:n<N>")
+        raise SystemExit(f"{cell}: cells are snips:k<K>, snips:n<N>, nlupp-banking:f<fold>, nlupp-hotels:f<fold>, "
+                         "restaurants8k:n<N> or restaurants8k-ctx:n<N>")
       if restaurants8k and not (args.restaurants8k_dir and pathlib.Path(args.restaurants8k_dir, "test.json").is_file()):
         raise SystemExit(f"{cell}: --restaurants8k-dir (or $RESTAURANTS8K_DIR) must name span_extraction/restaurant8k "
                          "of a github.com/PolyAI-LDN/task-specific-datasets checkout")

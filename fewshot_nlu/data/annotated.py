@@ -6,7 +6,10 @@ raw text. One reader per form, each with errors naming the file, the line and th
     ``synonym`` items map surface values to a canonical value (kept, ``Annotated.synonyms``); ``regex`` and
     ``lookup`` items are not used, and one warning names them;
   * JSON lines or CSV (``read_table``): ``text``, ``intent`` (optional) and ``entities``, a list of
-    ``{"start", "end", "entity"[, "value", "role"]}`` character spans (in CSV a JSON list in one cell);
+    ``{"start", "end", "entity"[, "value", "role"]}`` character spans (in CSV a JSON list in one cell), and
+    optionally ``requested_slot``: the slot(s) the bot had just asked for when the user said the text (a name
+    or a list of names; in CSV names separated by spaces), which the slot filler learns to weigh
+    (``parse(..., requested_slots=...)``);
   * a ``seq.in`` / ``seq.out`` / ``label`` folder (``read_joint_folder``, the ``joint_nlu_folder`` layout): its
     whitespace tokens joined by single spaces, each BIO slot an entity at the characters it covers.
 
@@ -65,9 +68,13 @@ class Example:
   intent: str | None
   entities: tuple[Entity, ...]
   where: str  # file:line (or "examples[i]"), for messages
+  requested_slot: tuple[str, ...] = ()  # the slot(s) the bot had just asked for (module docstring)
 
   def to_dict(self) -> dict[str, Any]:
-    return {"text": self.text, "intent": self.intent, "entities": [e.to_dict() for e in self.entities]}
+    out = {"text": self.text, "intent": self.intent, "entities": [e.to_dict() for e in self.entities]}
+    if self.requested_slot:
+      out["requested_slot"] = list(self.requested_slot)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +109,8 @@ def split_label(label: str) -> tuple[str, str | None]:
 
 # ----------------------------------------------------------------------------------------- one example
 
-def example(text: Any, intent: Any, entities: Any, where: str, synonyms: dict[str, str] | None = None) -> Example:
+def example(text: Any, intent: Any, entities: Any, where: str, synonyms: dict[str, str] | None = None,
+            requested_slot: Any = None) -> Example:
   """One checked example (module docstring); ``where`` names it in errors."""
   if not isinstance(text, str) or not text.strip():
     raise DataError(f"{where}: field 'text': {text!r} is not a non-empty string")
@@ -149,7 +157,25 @@ def example(text: Any, intent: Any, entities: Any, where: str, synonyms: dict[st
     if b.start < a.end:
       raise DataError(f"{where}: entities {a.entity!r} [{a.start}, {a.end}) and {b.entity!r} [{b.start}, {b.end}) "
                       "overlap; a slot filler tags each character with one entity at most")
-  return Example(text, intent.strip() if intent is not None else None, tuple(checked), where)
+  return Example(text, intent.strip() if intent is not None else None, tuple(checked), where,
+                 requested_names(requested_slot, where))
+
+
+def requested_names(value: Any, where: str) -> tuple[str, ...]:
+  """An example's ``requested_slot`` field (None, a slot name, or a list of names) as a tuple of names."""
+  names = [] if value is None else [value] if isinstance(value, str) else value
+  if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() and not any(c.isspace() for c in
+                                                                                            n.strip()) for n in names):
+    raise DataError(f"{where}: field 'requested_slot': {value!r} is not a slot name or a list of slot names")
+  return tuple(n.strip() for n in names)
+
+
+def labels_named(names: Sequence[str] | str | None, labels: Sequence[str]) -> frozenset | None:
+  """The slot labels (``entity`` or ``entity:role``) that slot names stand for: a name's own label and its role
+  labels; None when none does (no name, or a slot the examples never annotate)."""
+  names = {names} if isinstance(names, str) else set(names or ())
+  found = frozenset(l for l in labels if l in names or split_label(l)[0] in names)
+  return found or None
 
 
 def to_bio(ex: Example) -> tuple[list[word_lib.Span], list[str], list[str]]:
@@ -173,8 +199,11 @@ def support_rows(examples: Sequence[Example]) -> list[dict]:
   rows = []
   for e in examples:
     spans, tokens, tags = to_bio(e)
-    rows.append({"tokens": tokens, "tags": tags, "intent": e.intent, "text": e.text,
-                 "offsets": [[int(a), int(b)] for a, b in spans]})
+    row = {"tokens": tokens, "tags": tags, "intent": e.intent, "text": e.text,
+           "offsets": [[int(a), int(b)] for a, b in spans]}
+    if e.requested_slot:
+      row["requested"] = list(e.requested_slot)
+    rows.append(row)
   return rows
 
 
@@ -203,15 +232,17 @@ def read(source: Any) -> Annotated:
       if not isinstance(row, dict):
         raise DataError(f"examples[{i}]: expected a dict with text, intent and entities, got {type(row).__name__}")
       _known(row, f"examples[{i}]")
-      rows.append(example(row.get("text"), row.get("intent"), row.get("entities"), f"examples[{i}]"))
+      rows.append(example(row.get("text"), row.get("intent"), row.get("entities"), f"examples[{i}]",
+                          requested_slot=row.get("requested_slot")))
     return _nonempty(Annotated(tuple(rows), source="examples"))
   raise DataError(f"examples: expected a path or a list of dicts, got {type(source).__name__}")
 
 
 def _known(row: dict, where: str) -> None:
-  unknown = sorted(set(row) - {"text", "intent", "entities"})
+  unknown = sorted(set(row) - {"text", "intent", "entities", "requested_slot"})
   if unknown:
-    raise DataError(f"{where}: unknown field {unknown[0]!r} (the fields are text, intent, entities)")
+    raise DataError(f"{where}: unknown field {unknown[0]!r} (the fields are text, intent, entities, "
+                    "requested_slot)")
 
 
 def _nonempty(annotated: Annotated) -> Annotated:
@@ -226,7 +257,8 @@ def read_table(path: pathlib.Path) -> Annotated:
   if path.suffix == ".jsonl":
     for where, record in json_objects(path, "text, intent and entities"):
       _known(record, where)
-      rows.append(example(record.get("text"), record.get("intent"), record.get("entities"), where))
+      rows.append(example(record.get("text"), record.get("intent"), record.get("entities"), where,
+                          requested_slot=record.get("requested_slot")))
   else:
     with open(path, encoding="utf-8", newline="") as f:
       reader = csv.DictReader(f)
@@ -240,7 +272,9 @@ def read_table(path: pathlib.Path) -> Annotated:
           entities = json.loads(cell) if cell else []
         except json.JSONDecodeError as e:
           raise DataError(f"{where}: field 'entities': not a JSON list ({e.msg} at column {e.colno})") from None
-        rows.append(example(record.get("text"), record.get("intent") or None, entities, where))
+        requested = (record.get("requested_slot") or "").split()
+        rows.append(example(record.get("text"), record.get("intent") or None, entities, where,
+                            requested_slot=requested or None))
   return _nonempty(Annotated(tuple(rows), source=str(path)))
 
 

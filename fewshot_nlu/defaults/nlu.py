@@ -26,7 +26,10 @@ The parts:
     to learn from).
     The same cross-validation chooses whether the spans the examples leave unlabelled are indexed as "no slot"
     (``slots.none_margins``: a span nearer one of them than every labelled span, by the margin, is rejected),
-    a deviation from the Retriever's §5.2, which rejects by the threshold alone.
+    a deviation from the Retriever's §5.2, which rejects by the threshold alone. Where examples name the slot
+    the bot had just asked for (``requested_slot``), it also chooses how much more a requested slot's values
+    score (``slots.requested_bonuses``; ``parse(texts, requested_slots=...)``), as Span-ConveRT's requested-slot
+    feature does on Restaurants-8k (Coope et al., 2020): ``13`` after "for how many people?" is people.
   * ``slots.by_intent`` (default on): the parts answer jointly. A text's spans retrieve only the slot labels its
     predicted intent's examples hold (examples without an intent lend theirs to all), after ConProm's
     intent-slot co-occurrence (Hou et al., 2021); the cross-validation decodes each held-out example with its
@@ -81,6 +84,8 @@ def get_config(intent_method: str = "convfit") -> ml_collections.ConfigDict:
   s.cosine_scale = 20.0
   s.folds = 4  # cross-validation folds that choose the step count and the threshold
   s.none_margins = (0.0, 0.05, 0.1)  # candidate margins of the unlabelled spans (SlotRetriever; (): none indexed)
+  s.requested_bonuses = (0.1, 0.2, 0.3, 0.4)  # candidate score bonuses of a requested slot's values, tried with
+  # 0 where examples name the slot asked for before them (``requested_slot``; span_retrieval.requested_scores)
   s.thresholds = (0.0, 0.2, 0.3) + tuple(round(0.40 + 0.025 * i, 3) for i in range(23))  # 0 ... 0.95
   s.beam_size = 10
   s.merge_threshold = 0.99

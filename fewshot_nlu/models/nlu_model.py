@@ -115,19 +115,30 @@ class NLUModel:
 
   # --------------------------------------------------------------------------------------------- parse
 
-  def parse(self, texts: Sequence[str], *, reject: bool | None = None, neighbours: int = 3) -> list[dict]:
+  def parse(self, texts: Sequence[str], *, reject: bool | None = None, neighbours: int = 3,
+            requested_slots: Sequence[str | Sequence[str] | None] | None = None) -> list[dict]:
     """Rasa's ``/model/parse`` answer for each text (module docstring); ``reject`` (default: when the model has
-    a calibrated threshold) answers ``out_of_scope`` below it."""
-    return [p.to_dict() for p in self.predict(texts, reject=reject, neighbours=neighbours)]
+    a calibrated threshold) answers ``out_of_scope`` below it. ``requested_slots``: per text, the slot (or
+    slots) the bot has just asked for, a form's ``requested_slot`` (None: none): a bare answer (``13``, ``Smith``)
+    then reads as that slot's value (``SlotFillerModel.predict``)."""
+    return [p.to_dict() for p in self.predict(texts, reject=reject, neighbours=neighbours,
+                                              requested_slots=requested_slots)]
 
   def predict(self, texts: Sequence[str], *, neighbours: int = 3, reject: bool | None = None,
-              threshold: float | None = None) -> list:
-    """A ``Parse`` per text (``protocol.EMPTY`` for a blank one)."""
+              threshold: float | None = None,
+              requested_slots: Sequence[str | Sequence[str] | None] | None = None) -> list:
+    """A ``Parse`` per text (``protocol.EMPTY`` for a blank one); ``requested_slots`` as in ``parse``."""
     if reject is None:
       reject = self.rejection is not None or threshold is not None
-    return protocol.predict_texts(texts, lambda texts: self._predict(texts, neighbours, reject, threshold))
+    texts = protocol.text_list(texts)
+    if requested_slots is not None and len(requested_slots) != len(texts):
+      raise ValueError(f"{len(texts)} texts but {len(requested_slots)} requested slot lists")
+    return protocol.predict_texts(
+        texts, lambda texts, requested: self._predict(texts, neighbours, reject, threshold, requested),
+        per_text=list(requested_slots) if requested_slots is not None else [None] * len(texts))
 
-  def _predict(self, texts: list[str], neighbours: int, reject: bool, threshold: float | None) -> list[Parse]:
+  def _predict(self, texts: list[str], neighbours: int, reject: bool, threshold: float | None,
+               requested: Sequence | None = None) -> list[Parse]:
     intents = [None] * len(texts)
     ranking: list[tuple] = [()] * len(texts)
     if self.intents is not None:
@@ -137,13 +148,16 @@ class NLUModel:
       order = np.argsort(-scores, axis=1, kind="stable")[:, :RANKING]
       labels = self.labels  # a property that copies the intent model's labels: once per call, not per entry
       ranking = [tuple((labels[c], _finite(row[c])) for c in top) for row, top in zip(scores, order)]
+    if self.slots is not None and requested is not None:
+      requested = self._requested_labels(requested)
     if self.slots is None:
       slots = [None] * len(texts)
     elif self.slots_by_intent:
       slots = self.slots.predict(texts, intents=[
-          i.label if i is not None and i.label != protocol.OUT_OF_SCOPE else None for i in intents])
+          i.label if i is not None and i.label != protocol.OUT_OF_SCOPE else None for i in intents],
+          requested_slots=requested)
     else:
-      slots = self.slots.predict(texts)
+      slots = self.slots.predict(texts, requested_slots=requested)
     out = []
     for text, intent, ranked, filled in zip(texts, intents, ranking, slots):
       tokens = tuple(self.slots.word_spans(text) if self.slots is not None else word_lib.word_spans(text))
@@ -156,6 +170,12 @@ class NLUModel:
                        _finite(intent.score) if intent is not None else 0.0, ranked, entities, tokens,
                        intent.neighbours if intent is not None else (), rejection))
     return out
+
+  def _requested_labels(self, requested: Sequence) -> list[frozenset | None]:
+    """Per text, the slot labels its requested slot names stand for: the entity's own label and its role
+    labels (``entity#role``); a name no label has (a slot the examples never annotate) stands for none."""
+    labels = self.slot_labels
+    return [annotated.labels_named(names, labels) for names in requested]
 
   def _entity(self, text: str, slot: protocol.Slot) -> dict:
     entity, role = annotated.split_label(slot.label)

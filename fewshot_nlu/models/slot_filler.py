@@ -15,8 +15,9 @@ only the slot labels its intent's support utterances hold (``labels_for``; the j
 intents, ``models.nlu_model``).
 
 ``save``/``load`` write one folder: the encoder in Hugging Face layout, ``support.jsonl`` (one
-``{"tokens": [...], "tags": [...]}`` per line, with ``"intent"`` where known, and the raw ``"text"`` with each
-token's character ``"offsets"`` where the examples came as text, so evidence quotes them as written) and
+``{"tokens": [...], "tags": [...]}`` per line, with ``"intent"`` and ``"requested"`` (the slots asked for before
+it) where known, and the raw ``"text"`` with each token's character ``"offsets"`` where the examples came as text,
+so evidence quotes them as written) and
 ``slot_filler.json`` (kind ``slot_filler``: span settings, decoding settings, the threshold, and notes on where
 the threshold and support set came from).
 A ``models.protocol.Model``.
@@ -68,12 +69,16 @@ class SlotFillerModel:
 
   def __init__(self, retriever: SlotRetriever, support: Sequence[dict] = (), *, threshold: float,
                beam_size: int = 10, merge_threshold: float = 0.99, threshold_step: float = 0.05,
-               threshold_retries: int = 10, notes: dict | None = None, words: str = "whitespace"):
+               threshold_retries: int = 10, notes: dict | None = None, words: str = "whitespace",
+               requested_bonus: float = 0.0):
     if not 0 <= threshold <= 1:
       raise ValueError(f"threshold {threshold} must be in [0, 1]")
+    if not 0 <= requested_bonus <= 1:
+      raise ValueError(f"requested_bonus {requested_bonus} must be in [0, 1]")
     if words not in WORDS:
       raise ValueError(f"words {words!r} unknown; choose one of {WORDS}")
     self.retriever, self.threshold, self.words = retriever, threshold, words
+    self.requested_bonus = requested_bonus  # a requested slot's score bonus (span_retrieval.requested_scores)
     self.decoding = {"beam_size": beam_size, "merge_threshold": merge_threshold,
                      "threshold_step": threshold_step, "threshold_retries": threshold_retries}
     self.notes = dict(notes or {})  # provenance, recorded in the export (e.g. the threshold's source)
@@ -105,6 +110,8 @@ class SlotFillerModel:
       row = {"tokens": tokens, "tags": tags}
       if u.get("intent") is not None:
         row["intent"] = str(u["intent"])
+      if u.get("requested"):
+        row["requested"] = [str(r) for r in u["requested"]]  # the slot(s) asked for before it (select's CV)
       if u.get("text") is not None:
         offsets = [[int(a), int(b)] for a, b in u["offsets"]]
         if len(offsets) != len(tokens) or any(str(u["text"])[a:b] != t for (a, b), t in zip(offsets, tokens)):
@@ -142,27 +149,34 @@ class SlotFillerModel:
   # --------------------------------------------------------------------------------------- inference
 
   def predict(self, texts: Sequence[str], *, neighbours: int = 1,
-              intents: Sequence[str | None] | None = None) -> list[SlotPrediction]:
+              intents: Sequence[str | None] | None = None,
+              requested_slots: Sequence[str | Sequence[str] | None] | None = None) -> list[SlotPrediction]:
     """The decoded slots of each text (§5.2: dynamic threshold, beam search, merging). Each slot's evidence is
     the one support span its words retrieved (for a merged slot, that of its best-scoring part);
     ``neighbours`` is accepted for the protocol and not used. ``intents``: one per text (or None), whose
-    support labels its spans retrieve from (``labels_for``). A blank text is answered ``protocol.EMPTY``."""
+    support labels its spans retrieve from (``labels_for``). ``requested_slots``: one per text (None, a slot
+    label, or several), the slot(s) the dialogue has just asked for, whose values score ``requested_bonus``
+    more (``span_retrieval.requested_scores``). A blank text is answered ``protocol.EMPTY``."""
     del neighbours
     texts = protocol.text_list(texts)
-    if intents is None:
-      return protocol.predict_texts(texts, self._predict)
-    if len(intents) != len(texts):
-      raise ValueError(f"{len(texts)} texts but {len(intents)} intents")
+    nothing = [None] * len(texts)
+    for name, given in (("intents", intents), ("requested slot lists", requested_slots)):
+      if given is not None and len(given) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(given)} {name}")
+    context = list(zip(intents if intents is not None else nothing,
+                       [requested_labels(r) for r in requested_slots] if requested_slots is not None else nothing))
     return protocol.predict_texts(
-        texts, lambda answered, their_intents: self._predict(answered, [self.labels_for(i) for i in their_intents]),
-        per_text=list(intents))
+        texts, lambda answered, their: self._predict(answered, [self.labels_for(i) for i, _ in their],
+                                                     [r for _, r in their]),
+        per_text=context)
 
   def word_spans(self, text: str) -> list[tuple[int, int]]:
     """The character offsets of the words a text is split into (``words``: on whitespace, or ``data.words``'
     words, punctuation split off)."""
     return WORDS[self.words](text)
 
-  def _predict(self, texts: list[str], labels: Sequence[frozenset | None] | None = None) -> list[SlotPrediction]:
+  def _predict(self, texts: list[str], labels: Sequence[frozenset | None] | None = None,
+               requested: Sequence[frozenset | None] | None = None) -> list[SlotPrediction]:
     offsets = [self.word_spans(t) for t in texts]
     words = [tuple(t[a:b] for a, b in spans) for t, spans in zip(texts, offsets)]
     out = []
@@ -171,15 +185,15 @@ class SlotFillerModel:
       self._boundaries = span_boundaries.count(self.support)
     boundaries = self._boundaries
     for text, spans, w, row in zip(texts, offsets, words,
-                                   self.retriever.candidates(words, floor=floor, labels=labels, cache=False)):
+                                   self.retriever.candidates(words, floor=floor, labels=labels, cache=False,
+                                                             requested=requested,
+                                                             requested_bonus=self.requested_bonus)):
       by_span = {(c.start, c.end, c.label): (c, p) for c, p in row}
       decoded = decode([c for c, _ in row], threshold=self.threshold, **self.decoding)
-      taken = frozenset(i for span in decoded for i in range(span.start, span.end))
       slots = []
-      for span in decoded:
+      for span, end in zip(decoded, span_boundaries.ends(boundaries, decoded, w,
+                                                         spans if self.words == "offsets" else None)):
         candidate, payload = by_span.get((span.start, span.end, span.label)) or _best_part(span, row)
-        end = span_boundaries.adjust(boundaries, span.label, span.start, span.end, w,
-                                     spans if self.words == "offsets" else None, taken)
         first, last = spans[span.start][0], spans[end - 1][1]
         slots.append(Slot(span.start, end, text[first:last], span.label, span.score,
                           Neighbour(payload["text"], payload["label"], candidate.score), payload["utterance"],
@@ -223,7 +237,7 @@ class SlotFillerModel:
     meta = {"kind": self.kind, "max_length": enc.max_length, "max_words": self.retriever.max_words,
             "inference": self.retriever.inference, "similarity": self.retriever.similarity,
             "backend": self.retriever.backend, "none_margin": self.retriever.none_margin,
-            "threshold": self.threshold, "words": self.words,
+            "threshold": self.threshold, "words": self.words, "requested_bonus": self.requested_bonus,
             **self.decoding, "labels": self.labels, "notes": self.notes}
     protocol.write_meta(directory, META_FILE, meta)
     model_card.write(directory)
@@ -251,7 +265,18 @@ class SlotFillerModel:
     return cls(retriever, support, threshold=meta["threshold"], beam_size=meta["beam_size"],
                merge_threshold=meta["merge_threshold"], threshold_step=meta["threshold_step"],
                threshold_retries=meta["threshold_retries"], notes=meta.get("notes"),
-               words=meta.get("words", "whitespace"))  # exports before offset words: whitespace
+               words=meta.get("words", "whitespace"),  # exports before offset words: whitespace
+               requested_bonus=meta.get("requested_bonus", 0.0))
+
+
+def requested_labels(requested: str | Sequence[str] | None) -> frozenset | None:
+  """One text's requested slot(s) as a label set: None for none, a label, or a sequence of labels."""
+  if requested is None:
+    return None
+  if isinstance(requested, str):
+    return frozenset([requested]) if requested else None
+  labels = frozenset(str(r) for r in requested)
+  return labels or None
 
 
 def _best_part(span: Candidate, row: Sequence[tuple[Candidate, dict]]) -> tuple[Candidate, dict]:

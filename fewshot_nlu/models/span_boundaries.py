@@ -95,3 +95,10 @@ def adjust(counts: Counts, label: str, start: int, end: int, words: Sequence[str
   if _ends_in_mark(words, offsets, start, end) and takes(counts, label, words[end - 2], words[end - 1]) is False:
     return end - 1
   return end
+
+
+def ends(counts: Counts, spans: Sequence, words: Sequence[str], offsets: Sequence[Sequence[int]] | None) -> list[int]:
+  """``adjust``'s end of each decoded span (``span_decoding.Candidate``s of one utterance): what a prediction
+  answers, and what the cross-validation that picks the threshold scores (``methods.nlu.train.select``)."""
+  taken = frozenset(i for span in spans for i in range(span.start, span.end))
+  return [adjust(counts, span.label, span.start, span.end, words, offsets, taken) for span in spans]

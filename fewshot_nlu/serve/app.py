@@ -101,7 +101,14 @@ def create_app(model, model_dir: str | pathlib.Path, *, limits: bodies.Limits = 
     answers the intent part)."""
     asked = bodies.parse_request(await read_body(request, limits), limits)
     options = {"reject": True} if can_reject else {}
-    [prediction] = await model_call(worker.predict([asked.text], **options))
+    if asked.requested_slot:
+      if model.kind != "nlu":
+        raise bodies.BadRequest(f"requested_slot: this {model.kind} model fills no slots; leave it out")
+      # one text with its own context: not batched with other requests
+      [prediction] = await model_call(worker.exclusive(
+          lambda: model.predict([asked.text], requested_slots=[list(asked.requested_slot)], **options)))
+    else:
+      [prediction] = await model_call(worker.predict([asked.text], **options))
     answer = prediction.to_dict() if model.kind == "nlu" else intent_parse(asked.text, prediction)
     if asked.message_id is not None:
       answer["message_id"] = asked.message_id

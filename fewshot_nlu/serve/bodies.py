@@ -60,6 +60,7 @@ class ExamplesRequest:
 class ParseRequest:
   text: str
   message_id: str | None
+  requested_slot: tuple[str, ...] = ()  # the slot(s) the bot has just asked for (a Rasa form's requested_slot)
 
 
 def parse_json(body: bytes) -> dict:
@@ -154,8 +155,10 @@ def examples_request(body: dict, query: dict[str, str], limits: Limits) -> Examp
 
 
 def parse_request(body: dict, limits: Limits) -> ParseRequest:
-  """Rasa's ``/model/parse`` body: ``{"text": "...", "message_id": "..."?}``."""
-  _known_fields(body, required=("text",), optional=("message_id",))
+  """Rasa's ``/model/parse`` body: ``{"text": "...", "message_id": "..."?, "requested_slot": "..."?}``
+  (``requested_slot``, ours: the slot the bot has just asked for, a name or a list of names, as a Rasa form's
+  ``requested_slot``)."""
+  _known_fields(body, required=("text",), optional=("message_id", "requested_slot"))
   text = body["text"]
   if not isinstance(text, str):
     raise BadRequest(f"text: expected a string, got {_kind(text)}")
@@ -166,7 +169,11 @@ def parse_request(body: dict, limits: Limits) -> ParseRequest:
   message_id = body.get("message_id")
   if message_id is not None and not isinstance(message_id, str):
     raise BadRequest(f"message_id: expected a string, got {_kind(message_id)}")
-  return ParseRequest(text, message_id)
+  requested = body.get("requested_slot")
+  names = [requested] if isinstance(requested, str) else requested if requested is not None else []
+  if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
+    raise BadRequest(f"requested_slot: expected a slot name or a list of slot names, got {_short(requested)}")
+  return ParseRequest(text, message_id, tuple(n.strip() for n in names))
 
 
 def texts(value: Any, field: str, limits: Limits) -> list[str]:

@@ -3,6 +3,7 @@ ranges that ``--cells`` reads back."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import sys
 
@@ -60,3 +61,25 @@ def test_scored_spans_count_every_gold_span_against_the_parse():
   assert result["num_eval"] == 1
   assert abs(result["slot_precision"] - 0.5) < 1e-9 and abs(result["slot_recall"] - 1 / 3) < 1e-9
   assert abs(result["slot_f1"] - 0.4) < 1e-9
+
+
+def test_restaurants8k_context_gives_the_requested_slots_to_the_examples_and_to_parse(tmp_path):
+  path = tmp_path / "test.json"
+  path.write_text(json.dumps([
+      {"userInput": {"text": "13"}, "context": {"requestedSlots": ["time"]},
+       "labels": [{"slot": "time", "valueSpan": {"endIndex": 2}}]},
+      {"userInput": {"text": "for 2"}, "labels": [{"slot": "people", "valueSpan": {"startIndex": 4, "endIndex": 5}}]},
+      {"userInput": {"text": "Ann Lee"}, "context": {"requestedSlots": ["first_name", "last_name", "first_name"]}}]))
+  plain = joint_nlu.restaurants8k_rows(path, keep_overlaps=True)
+  assert all("requested_slot" not in r for r in plain)
+  rows = joint_nlu.restaurants8k_rows(path, keep_overlaps=True, context=True)
+  assert [r.get("requested_slot") for r in rows] == [["time"], None, ["first_name", "last_name"]]
+  seen = []
+
+  class Model:
+    def parse(self, texts, requested_slots):
+      seen.append(requested_slots)
+      return [{"entities": []} for _ in texts]
+
+  joint_nlu.scored_spans(Model(), rows)
+  assert seen == [[["time"], None, ["first_name", "last_name"]]]

@@ -115,3 +115,32 @@ def test_rasa_errors_name_the_line(tmp_path):
   with pytest.raises(MissingDataFile, match="no such file"):
     annotated.read(tmp_path / "nope.yml")
   assert pathlib.Path(bad).exists()
+
+
+def test_the_requested_slot_of_an_example_reads_from_every_table_form_and_reaches_the_support_rows(tmp_path):
+  """``requested_slot`` (the slot the bot had asked for): a name or a list in JSONL and dicts, names separated by
+  spaces in CSV; kept by ``to_dict`` and ``support_rows`` (as ``requested``); a bad value names the field."""
+  row = {"text": "13", "entities": [{"start": 0, "end": 2, "entity": "people"}], "requested_slot": "people"}
+  (tmp_path / "a.jsonl").write_text(json.dumps(row) + "\n" + json.dumps({"text": "hi"}) + "\n")
+  (tmp_path / "a.csv").write_text('text,entities,requested_slot\n13,"[{""start"": 0, ""end"": 2, '
+                                  '""entity"": ""people""}]",people\nhi,,\n')
+  for source in (tmp_path / "a.jsonl", tmp_path / "a.csv", [row, {"text": "hi"}]):
+    first, second = annotated.read(source).examples
+    assert first.requested_slot == ("people",) and second.requested_slot == ()
+    assert first.to_dict()["requested_slot"] == ["people"] and "requested_slot" not in second.to_dict()
+    rows = annotated.support_rows([first, second])
+    assert rows[0]["requested"] == ["people"] and "requested" not in rows[1]
+  both = annotated.read([{"text": "Ann Lee", "requested_slot": ["first_name", "last_name"]}]).examples[0]
+  assert both.requested_slot == ("first_name", "last_name")
+  assert annotated.read(annotated.jsonl([both]).splitlines() and [json.loads(annotated.jsonl([both]))]
+                        ).examples[0].requested_slot == both.requested_slot
+  for bad in (3, ["two words"], [""], {"slot": "x"}):
+    with pytest.raises(DataError, match=r"examples\[0\]: field 'requested_slot'"):
+      annotated.read([{"text": "13", "requested_slot": bad}])
+
+
+def test_slot_names_stand_for_their_labels_and_their_role_labels():
+  labels = ["city:from", "city:to", "date", "people"]
+  assert annotated.labels_named("city", labels) == frozenset({"city:from", "city:to"})
+  assert annotated.labels_named(["date", "city:to"], labels) == frozenset({"date", "city:to"})
+  assert annotated.labels_named("time", labels) is None and annotated.labels_named(None, labels) is None

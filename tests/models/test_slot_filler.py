@@ -74,3 +74,31 @@ def test_predicting_keeps_no_query_states_so_a_served_model_does_not_grow(tiny_b
   assert [[(s.start, s.end, s.label, s.score) for s in p.slots] for p in first] == [
       [(s.start, s.end, s.label, s.score) for s in p.slots] for p in filler.predict(texts)]
   assert len(cached) == len(texts)
+
+
+def test_a_requested_slot_turns_a_bare_answer_into_its_value_and_the_bonus_survives_save_and_load(tiny_bert_dir,
+                                                                                                   tmp_path):
+  """``predict(requested_slots=...)``: with the largest bonus a bare answer takes the requested label; without
+  a requested slot (or with bonus 0) the answer is as before. The bonus and each support row's ``requested``
+  slots are exported and read back."""
+  from fewshot_nlu.models.slot_filler import SlotFillerModel, requested_labels
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  support = [{"tokens": "a table for 13 please".split(), "tags": "O O O B-people O".split()},
+             {"tokens": "at 7 pm".split(), "tags": "O B-time I-time".split(), "requested": ["time"]}]
+  filler = SlotFillerModel(SlotRetriever(encoder, max_words=2), support, threshold=0.0, requested_bonus=1.0)
+  plain, asked, none_asked = filler.predict(["13", "13", "13"], requested_slots=[None, "time", []])
+  assert [(s.text, s.label) for s in asked.slots] == [("13", "time")]
+  assert [(s.text, s.label) for s in plain.slots] == [("13", "people")]  # the same words in the support
+  assert none_asked == plain == filler.predict(["13"])[0]
+  loaded = SlotFillerModel.load(filler.save(tmp_path / "export"))
+  assert loaded.requested_bonus == 1.0 and loaded.support[1]["requested"] == ["time"]
+  assert loaded.predict(["13"], requested_slots=[["time"]])[0] == asked
+  unmoved = SlotFillerModel(SlotRetriever(encoder, max_words=2), support, threshold=0.0)
+  assert unmoved.predict(["13"], requested_slots=["time"])[0] == plain
+  assert requested_labels(None) is None and requested_labels("") is None and requested_labels([]) is None
+  assert requested_labels(("a", "b")) == frozenset({"a", "b"})
+  with pytest.raises(ValueError, match="2 texts but 1 requested slot lists"):
+    filler.predict(["13", "7"], requested_slots=["time"])
+  with pytest.raises(ValueError, match="requested_bonus 1.5"):
+    SlotFillerModel(SlotRetriever(encoder, max_words=2), support, threshold=0.0, requested_bonus=1.5)

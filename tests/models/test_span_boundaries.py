@@ -44,6 +44,19 @@ def test_a_decoded_span_takes_or_drops_the_mark_as_the_counts_say():
   assert span_boundaries.adjust(counts, "time", 1, 3, ["at", "9", "pm", "."], None) == 3  # "pm": unseen, tied
 
 
+def test_ends_adjust_every_decoded_span_of_an_utterance_with_the_others_words_taken():
+  """``ends``: the end ``adjust`` gives each decoded span, another decoded span's first word counted as taken (the
+  ends a prediction answers and the cross-validation scores)."""
+  counts = span_boundaries.count(_rows(("at 1 p.m. please", "1 p.m.", "time"), ("at 5 p.m. ok", "5 p.m.", "time")))
+  words, offsets = ["at", "3", "p.m", ".", "for", "2"], [[0, 2], [3, 4], [5, 8], [8, 9], [10, 13], [14, 15]]
+  spans = [Candidate(1, 3, "time", 0.9), Candidate(5, 6, "people", 0.8)]
+  assert span_boundaries.ends(counts, spans, words, offsets) == [4, 6]
+  blocked = [Candidate(1, 3, "time", 0.9), Candidate(3, 4, "mark", 0.5)]
+  assert span_boundaries.ends(counts, blocked, words, offsets) == [3, 4]  # the mark is another slot's
+  assert span_boundaries.ends({}, spans, words, offsets) == [3, 6] and span_boundaries.ends(counts, [], words,
+                                                                                               offsets) == []
+
+
 class _FixedRetriever:
   """Answers every text with the candidates given (the slot filler's decoding and offsets are under test)."""
 

@@ -156,3 +156,50 @@ def test_span_vectors_through_a_metric_are_the_plain_vectors_times_it(tiny_bert_
     np.testing.assert_allclose(query, e, rtol=1e-4, atol=1e-4)
   cut = [i for i, (a, b) in enumerate(spans[0]) if not plain.encode([words[0]], [[(a, b)]])[0].any()]
   assert cut and not got[0][cut].any()  # max_length 8 cuts the long utterance's last words
+
+
+def test_requested_scores_take_a_requested_labels_span_where_its_bonus_lifts_it_above_the_nearest():
+  """``requested_scores``: per span, max(nearest overall, 1 - (1 - bonus)(1 - nearest of a requested label)),
+  with that hit's payload (numpy reference)."""
+  from fewshot_nlu.models.span_retrieval import requested_scores
+  cosines = np.array([0.9, 0.6, 0.5, 0.2])
+  payloads = [{"label": "people"}] * 4
+  asked = np.array([0.75, 0.58, 0.5, 0.95])
+  asked_payloads = [{"label": "time"}] * 4
+  scores, hits = requested_scores(cosines, payloads, asked, asked_payloads, 0.1)
+  expected = np.maximum(cosines, 1 - 0.9 * (1 - asked))  # raised: 0.775, 0.622, 0.55, 0.955
+  np.testing.assert_allclose(scores, expected)
+  assert [h["label"] for h in hits] == ["people", "time", "time", "time"]
+  same, kept = requested_scores(cosines, payloads, asked, asked_payloads, 0.0)
+  np.testing.assert_allclose(same, np.maximum(cosines, asked))  # a tie keeps the nearest overall
+  assert [h["label"] for h in kept] == ["people", "people", "people", "time"]
+
+
+def test_candidates_with_a_requested_slot_score_its_nearest_span_plus_the_bonus(tiny_bert_dir):
+  """``candidates(requested=..., requested_bonus=b)``: a query span's hit is its nearest span of a requested label
+  when that cosine raised by b beats its nearest overall; b = 0 or no requested slot: the plain candidates; a requested
+  label outside the allowed ones is ignored."""
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  support = [{"tokens": "a table for 13 please".split(), "tags": "O O O B-people O".split()},
+             {"tokens": "at 7 pm".split(), "tags": "O B-time I-time".split()}]
+  retriever = SlotRetriever(encoder, max_words=2)
+  retriever.set_support(support)
+  query = ["13"]
+  plain = retriever.candidates([query])[0]
+  assert retriever.candidates([query], requested=[frozenset({"time"})], requested_bonus=0.0)[0] == plain
+  assert retriever.candidates([query], requested=[None], requested_bonus=0.5)[0] == plain
+  [(hit, payload)] = retriever.candidates([query], requested=[frozenset({"time"})], requested_bonus=1.0)[0]
+  assert hit.label == "time" and hit.score == 1.0 and payload["label"] == "time"
+  outside = retriever.candidates([query], labels=[frozenset({"people"})], requested=[frozenset({"time"})],
+                                 requested_bonus=1.0)[0]
+  assert outside == retriever.candidates([query], labels=[frozenset({"people"})])[0]
+  time_only = retriever.candidates([query], labels=[frozenset({"time"})])[0][0][0]
+  people = plain[0][0]
+  for bonus in (0.05, 0.3, 0.6):
+    raised = 1 - (1 - bonus) * (1 - time_only.score)
+    [(mid, _)] = retriever.candidates([query], requested=[frozenset({"time"})], requested_bonus=bonus)[0]
+    assert mid.label == ("time" if raised > people.score else people.label)
+    assert mid.score == pytest.approx(max(raised, people.score))
+  with pytest.raises(ValueError, match="2 requested label sets"):
+    retriever.candidates([query], requested=[None, None])

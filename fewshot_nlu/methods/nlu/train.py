@@ -33,9 +33,10 @@ from fewshot_nlu.evaluation.span_f1 import SpanCounts
 from fewshot_nlu.methods.nlu import span_encoder
 from fewshot_nlu.models import registry
 from fewshot_nlu.models.nlu_model import NLUModel
+from fewshot_nlu.models import span_boundaries
 from fewshot_nlu.models.slot_filler import SlotFillerModel, labels_by_intent
 from fewshot_nlu.models.span_decoding import decode_sweep, to_bio
-from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder
+from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder, labelled_spans
 from fewshot_nlu.methods import span_training
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if any(not 0 <= m < 1 for m in s.get("none_margins", ())):
     raise config_checks.ConfigError(f"config.slots.none_margins: {tuple(s.none_margins)} must be margins in [0, 1) "
                                     "(or empty: no unlabelled spans)")
+  if any(not 0 <= b <= 1 for b in s.get("requested_bonuses", ())):
+    raise config_checks.ConfigError(f"config.slots.requested_bonuses: {tuple(s.requested_bonuses)} must be score "
+                                    "bonuses in [0, 1]")
   if not s.modes or any(m not in span_training.MODES for m in s.modes):
     raise config_checks.ConfigError(f"config.slots.modes: {tuple(s.modes)} must be one or more of "
                                     f"{span_training.MODES}")
@@ -190,36 +194,43 @@ def train_slots(config, data: annotated.Annotated, results: dict) -> SlotFillerM
   base = SpanEncoder(model.config, model.params, model.tokenizer, max_length=s.max_length,
                      batch_size=config.eval.batch_size)
   support = annotated.support_rows(data.examples)
-  mode, steps, margin, threshold, selection = select(base, support, config)
+  mode, steps, margin, bonus, threshold, selection = select(base, support, config)
   encoder = (span_training.learn_support(base, support, dataclasses.replace(tuning_of(config, mode), steps=steps),
                                          seed=config.seed)[0] if steps else base)
   notes = {"encoder": source, "learnt": f"{mode}: {steps} steps on its support set" if steps else "retrieval alone",
            "threshold": selection["how"]}
   if margin is not None:
     notes["none_margin"] = f"{margin}: a span nearer an unlabelled span of the examples than a labelled one is no slot"
+  if bonus:
+    notes["requested_bonus"] = f"{bonus}: a requested slot's value scores that much more (parse's requested_slots)"
   results["slots"] = {"encoder": source, "support_mode": mode if steps else None, "support_steps": steps,
-                      "none_margin": margin, "threshold": threshold, **selection}
+                      "none_margin": margin, "requested_bonus": bonus, "threshold": threshold, **selection}
   return SlotFillerModel(SlotRetriever(encoder, max_words=s.max_words, none_margin=margin), support,
-                         threshold=threshold,
+                         threshold=threshold, requested_bonus=bonus,
                          words="offsets", notes=notes, **decoding_of(config))
 
 
-def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, float | None, float, dict]:
-  """(mode, step count, none margin, threshold, a record) chosen by cross-validation on the support set: each of
-  ``slots.folds`` folds of its utterances with entities is decoded from the rest (which learns in each mode of
-  ``slots.modes`` for each candidate step count, snapshots of one run; 0 steps, retrieval alone, once), for each
-  margin of ``slots.none_margins`` (and None: no unlabelled spans; ``SlotRetriever``) and threshold, with
-  ``slots.by_intent`` each from its own intent's labels in the rest; span counts pooled over folds, the best
-  micro F1 wins (ties: the earlier mode, fewer steps, no margin before the smaller ones, the first threshold).
-  Fewer than two utterances with entities: retrieval alone at ``NO_THRESHOLD``."""
+def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, float | None, float, float, dict]:
+  """(mode, step count, none margin, requested-slot bonus, threshold, a record) chosen by cross-validation on the
+  support set: each of ``slots.folds`` folds of its utterances with entities is decoded from the rest (which
+  learns in each mode of ``slots.modes`` for each candidate step count, snapshots of one run; 0 steps, retrieval
+  alone, once), for each margin of ``slots.none_margins`` (and None: no unlabelled spans; ``SlotRetriever``),
+  each bonus of ``slots.requested_bonuses`` where some examples name the slot asked for before them (``requested``;
+  else 0: ``span_retrieval.requested_scores``) and each threshold, with ``slots.by_intent`` each from its own
+  intent's labels in the rest, and each decoded span's end after the rest's punctuation convention (as a
+  prediction's: ``span_boundaries``); span counts pooled over folds, the best micro F1 wins (ties: the earlier mode,
+  fewer steps, no margin before the smaller ones, the smaller bonus, the first threshold). Fewer than two
+  utterances with entities: retrieval alone at ``NO_THRESHOLD``."""
   s = config.slots
   labelled = [i for i, u in enumerate(support) if any(t != "O" for t in u["tags"])]
   steps_grid = sorted(set(s.support_steps))
   learnt = [n for n in steps_grid if n > 0]
   candidates = [(s.modes[0], 0)] * (0 in steps_grid) + [(mode, n) for mode in s.modes for n in learnt]
   margins = [None, *sorted(set(s.get("none_margins", ())))]
+  asked = any(u.get("requested") for u in support)
+  bonuses = sorted({0.0, *(s.get("requested_bonuses", ()) if asked else ())})
   if len(labelled) < 2:
-    return s.modes[0], 0, None, NO_THRESHOLD, {"how": f"{len(labelled)} utterance(s) with entities: too few to "
+    return s.modes[0], 0, None, 0.0, NO_THRESHOLD, {"how": f"{len(labelled)} utterance(s) with entities: too few to "
                                                       f"choose; retrieval alone at {NO_THRESHOLD}"}
   # folds over every utterance (those without entities score the spans a model finds where there are none),
   # each holding some with entities
@@ -228,7 +239,7 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, fl
   count = min(s.folds, len(labelled))
   folds = [np.concatenate(parts) for parts in zip(np.array_split(rng.permutation(labelled), count),
                                                   np.array_split(rng.permutation(others).astype(int), count))]
-  counts = [[[SpanCounts() for _ in s.thresholds] for _ in margins] for _ in candidates]
+  counts = [[[[SpanCounts() for _ in s.thresholds] for _ in bonuses] for _ in margins] for _ in candidates]
   decoding = decoding_of(config)
   for f, held in enumerate(folds):
     held = set(int(i) for i in held)
@@ -238,6 +249,9 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, fl
       continue
     allowed = labels_by_intent(train) if s.get("by_intent", False) else None
     labels = [allowed.get(q.get("intent")) for q in queries] if allowed is not None else None
+    known = sorted({l for u in train for _, _, l in labelled_spans(u["tags"])})
+    boundaries = span_boundaries.count(train)
+    requested = [annotated.labels_named(q.get("requested"), known) for q in queries]
     encoders = [base] * (0 in steps_grid)
     for mode in s.modes:
       if learnt:
@@ -248,17 +262,23 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, fl
       retriever.set_support(train)
       for j, margin in enumerate(margins):
         retriever.none_margin = margin
-        for q, row in zip(queries, retriever.candidates([q["tokens"] for q in queries], labels=labels)):
-          for t, spans in enumerate(decode_sweep([c for c, _ in row], s.thresholds, **decoding)):
-            counts[k][j][t].add(q["tags"], to_bio(spans, len(q["tokens"])))
-  f1 = np.array([[[c.f1 for c in row] for row in by_margin] for by_margin in counts])
-  k, j, t = np.unravel_index(int(np.argmax(f1)), f1.shape)
+        for b, bonus in enumerate(bonuses):
+          rows = retriever.candidates([q["tokens"] for q in queries], labels=labels, requested=requested,
+                                      requested_bonus=bonus)
+          for q, row in zip(queries, rows):
+            for t, spans in enumerate(decode_sweep([c for c, _ in row], s.thresholds, **decoding)):
+              spans = [dataclasses.replace(span, end=end) for span, end in
+                       zip(spans, span_boundaries.ends(boundaries, spans, q["tokens"], q.get("offsets")))]
+              counts[k][j][b][t].add(q["tags"], to_bio(spans, len(q["tokens"])))
+  f1 = np.array([[[[c.f1 for c in row] for row in by_bonus] for by_bonus in by_margin] for by_margin in counts])
+  k, j, b, t = np.unravel_index(int(np.argmax(f1)), f1.shape)
   mode, steps = candidates[k]
-  return mode, steps, margins[j], float(s.thresholds[t]), {
+  return mode, steps, margins[j], float(bonuses[b]), float(s.thresholds[t]), {
       "how": f"{count}-fold cross-validation on the {len(support)} training utterances ({len(labelled)} with entities)",
       "cv_f1_by_steps": {(f"{m}:{n}" if n else "0"): round(float(row.max()), 2)
                          for (m, n), row in zip(candidates, f1)},
-      "cv_f1_by_none_margin": {str(m): round(float(f1[:, i].max()), 2) for i, m in enumerate(margins)}}
+      "cv_f1_by_none_margin": {str(m): round(float(f1[:, i].max()), 2) for i, m in enumerate(margins)},
+      "cv_f1_by_requested_bonus": {str(x): round(float(f1[:, :, i].max()), 2) for i, x in enumerate(bonuses)}}
 
 
 # -------------------------------------------------------------------------------------------- evaluation

@@ -132,6 +132,39 @@ def test_slots_only_and_intents_only_data(tiny_bert_dir, tmp_path):
     model.add_examples([{"text": "to rome", "entities": [{"start": 3, "end": 7, "entity": "to"}]}])
 
 
+def test_examples_with_the_slot_asked_for_let_the_cross_validation_weigh_it_and_parse_take_it(tiny_bert_dir,
+                                                                                                tmp_path):
+  """Examples that name the slot the bot had asked for (``requested_slot``) add the requested-slot bonuses to the
+  cross-validation's grid (without any: bonus 0 alone); ``parse(requested_slots=...)`` maps a slot name to its
+  role labels, and a bare answer then takes the requested slot."""
+  rows = [{"text": "from boston to denver", "entities": [{"start": 5, "end": 11, "entity": "city", "role": "from"},
+                                                         {"start": 15, "end": 21, "entity": "city", "role": "to"}]},
+          {"text": "fly to paris", "entities": [{"start": 7, "end": 12, "entity": "city", "role": "to"}]},
+          {"text": "at 7 pm", "entities": [{"start": 3, "end": 7, "entity": "time"}], "requested_slot": "time"},
+          {"text": "rome", "entities": [{"start": 0, "end": 4, "entity": "city", "role": "from"}],
+           "requested_slot": ["city"]}]
+  model = fn.fit(rows, method="nlu", workdir=tmp_path / "asked", **tiny(tiny_bert_dir))
+  chosen = model.results["slots"]
+  assert list(chosen["cv_f1_by_requested_bonus"]) == ["0.0", "0.1", "0.2", "0.3", "0.4"]
+  assert chosen["requested_bonus"] in (0.0, 0.1, 0.2, 0.3, 0.4)
+  assert [u.get("requested") for u in model.slots.support] == [None, None, ["time"], ["city"]]
+  model.slots.requested_bonus = 1.0  # every requested span scores 1 (unless its nearest span overall does too)
+  text = "madrid please"
+  [plain] = model.parse([text])
+  [answer] = model.parse([text], requested_slots=[["time"]])
+  assert "time" not in [e["entity"] for e in plain["entities"]]
+  assert "time" in [e["entity"] for e in answer["entities"]]
+  [answer] = model.parse([text], requested_slots=["city"])
+  assert {(e["entity"], e.get("role")) for e in answer["entities"]} <= {("city", "from"), ("city", "to")}
+  assert answer["entities"]
+  assert model.parse([text], requested_slots=["weather"]) == [plain]  # a slot it never fills
+  with pytest.raises(ValueError, match="1 texts but 2 requested slot lists"):
+    model.parse([text], requested_slots=["time", "city"])
+  plain = fn.fit(rows[:2], method="nlu", workdir=tmp_path / "plain", **tiny(tiny_bert_dir))
+  assert list(plain.results["slots"]["cv_f1_by_requested_bonus"]) == ["0.0"]
+  assert plain.results["slots"]["requested_bonus"] == 0.0
+
+
 def test_the_server_answers_model_parse_and_takes_annotated_examples(nlu_yml, tiny_bert_dir, tmp_path):
   from tests.serve.test_main import Server
   model = fn.fit(nlu_yml, method="nlu", workdir=tmp_path / "run", **tiny(tiny_bert_dir))
@@ -149,6 +182,11 @@ def test_the_server_answers_model_parse_and_takes_annotated_examples(nlu_yml, ti
     assert set(added.json()["new_labels"]) == {"menu", "size_word"}
     bad = server.client.post("/model/parse", json={"text": ""})
     assert bad.status_code == 400 and "text: empty text" in bad.json()["error"]
+    asked = server.client.post("/model/parse", json={"text": "a large one", "requested_slot": "size"})
+    assert asked.status_code == 200, asked.text
+    assert asked.json()["text"] == "a large one" and "entities" in asked.json()
+    bad = server.client.post("/model/parse", json={"text": "large", "requested_slot": 3})
+    assert bad.status_code == 400 and "requested_slot: expected a slot name" in bad.json()["error"]
     bad = server.client.post("/examples", json={"texts": ["x y"], "labels": ["a"],
                                                 "entities": [[{"start": 0, "end": 9, "entity": "e"}]]})
     assert bad.status_code == 400 and "are not a span" in bad.json()["error"]
