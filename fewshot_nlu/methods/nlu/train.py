@@ -24,7 +24,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from fewshot_nlu import config_checks, workdirs
+from fewshot_nlu import config_checks, console, workdirs
 from fewshot_nlu.data import annotated, tsv, user_examples
 from fewshot_nlu.defaults import convfit_base
 from fewshot_nlu.defaults import nlu as nlu_defaults
@@ -60,9 +60,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if any(not 0 <= m < 1 for m in s.get("none_margins", ())):
     raise config_checks.ConfigError(f"config.slots.none_margins: {tuple(s.none_margins)} must be margins in [0, 1) "
                                     "(or empty: no unlabelled spans)")
-  if any(not 0 <= b <= 1 for b in s.get("requested_bonuses", ())):
-    raise config_checks.ConfigError(f"config.slots.requested_bonuses: {tuple(s.requested_bonuses)} must be score "
-                                    "bonuses in [0, 1]")
+  if any(not 0 <= b <= 1 for b in (*s.get("requested_bonuses", ()), s.get("requested_bonus_prior", 0.0))):
+    raise config_checks.ConfigError(f"config.slots.requested_bonuses {tuple(s.requested_bonuses)} and "
+                                    f"requested_bonus_prior {s.requested_bonus_prior} must be score bonuses in [0, 1]")
   if not s.modes or any(m not in span_training.MODES for m in s.modes):
     raise config_checks.ConfigError(f"config.slots.modes: {tuple(s.modes)} must be one or more of "
                                     f"{span_training.MODES}")
@@ -216,7 +216,8 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, fl
   learns in each mode of ``slots.modes`` for each candidate step count, snapshots of one run; 0 steps, retrieval
   alone, once), for each margin of ``slots.none_margins`` (and None: no unlabelled spans; ``SlotRetriever``),
   each bonus of ``slots.requested_bonuses`` where some examples name the slot asked for before them (``requested``;
-  else 0: ``span_retrieval.requested_scores``) and each threshold, with ``slots.by_intent`` each from its own
+  none: 0; fewer than ``slots.requested_min_examples``: ``slots.requested_bonus_prior`` alone;
+  ``span_retrieval.requested_scores``) and each threshold, with ``slots.by_intent`` each from its own
   intent's labels in the rest, and each decoded span's end after the rest's punctuation convention (as a
   prediction's: ``span_boundaries``); span counts pooled over folds, the best micro F1 wins (ties: the earlier mode,
   fewer steps, no margin before the smaller ones, the smaller bonus, the first threshold). Fewer than two
@@ -227,8 +228,11 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, fl
   learnt = [n for n in steps_grid if n > 0]
   candidates = [(s.modes[0], 0)] * (0 in steps_grid) + [(mode, n) for mode in s.modes for n in learnt]
   margins = [None, *sorted(set(s.get("none_margins", ())))]
-  asked = any(u.get("requested") for u in support)
-  bonuses = sorted({0.0, *(s.get("requested_bonuses", ()) if asked else ())})
+  asked = sum(bool(u.get("requested")) for u in support)
+  if asked and asked < s.get("requested_min_examples", 0):  # too few to tell bonuses apart: the prior alone
+    bonuses = [float(s.requested_bonus_prior)]
+  else:
+    bonuses = sorted({0.0, *(s.get("requested_bonuses", ()) if asked else ())})
   if len(labelled) < 2:
     return s.modes[0], 0, None, 0.0, NO_THRESHOLD, {"how": f"{len(labelled)} utterance(s) with entities: too few to "
                                                       f"choose; retrieval alone at {NO_THRESHOLD}"}
@@ -241,7 +245,8 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, fl
                                                   np.array_split(rng.permutation(others).astype(int), count))]
   counts = [[[[SpanCounts() for _ in s.thresholds] for _ in bonuses] for _ in margins] for _ in candidates]
   decoding = decoding_of(config)
-  for f, held in enumerate(folds):
+  for f, held in enumerate(console.bar(folds, desc="slots: cross-validation on your examples", unit="fold",
+                                       leave=False)):
     held = set(int(i) for i in held)
     train = [u for i, u in enumerate(support) if i not in held]
     queries = [support[i] for i in sorted(held)]

@@ -135,7 +135,7 @@ def test_slots_only_and_intents_only_data(tiny_bert_dir, tmp_path):
 def test_examples_with_the_slot_asked_for_let_the_cross_validation_weigh_it_and_parse_take_it(tiny_bert_dir,
                                                                                                 tmp_path):
   """Examples that name the slot the bot had asked for (``requested_slot``) add the requested-slot bonuses to the
-  cross-validation's grid (without any: bonus 0 alone); ``parse(requested_slots=...)`` maps a slot name to its
+  cross-validation's grid (too few such examples: the prior bonus alone; without any: bonus 0 alone); ``parse(requested_slots=...)`` maps a slot name to its
   role labels, and a bare answer then takes the requested slot."""
   rows = [{"text": "from boston to denver", "entities": [{"start": 5, "end": 11, "entity": "city", "role": "from"},
                                                          {"start": 15, "end": 21, "entity": "city", "role": "to"}]},
@@ -143,7 +143,11 @@ def test_examples_with_the_slot_asked_for_let_the_cross_validation_weigh_it_and_
           {"text": "at 7 pm", "entities": [{"start": 3, "end": 7, "entity": "time"}], "requested_slot": "time"},
           {"text": "rome", "entities": [{"start": 0, "end": 4, "entity": "city", "role": "from"}],
            "requested_slot": ["city"]}]
-  model = fn.fit(rows, method="nlu", workdir=tmp_path / "asked", **tiny(tiny_bert_dir))
+  settings = tiny(tiny_bert_dir)
+  few = fn.fit(rows, method="nlu", workdir=tmp_path / "few", **settings)  # 2 such examples: the prior alone
+  assert list(few.results["slots"]["cv_f1_by_requested_bonus"]) == ["0.2"] and few.slots.requested_bonus == 0.2
+  settings["slots"] = {**settings["slots"], "requested_min_examples": 2}
+  model = fn.fit(rows, method="nlu", workdir=tmp_path / "asked", **settings)
   chosen = model.results["slots"]
   assert list(chosen["cv_f1_by_requested_bonus"]) == ["0.0", "0.1", "0.2", "0.3", "0.4"]
   assert chosen["requested_bonus"] in (0.0, 0.1, 0.2, 0.3, 0.4)
