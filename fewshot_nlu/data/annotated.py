@@ -28,6 +28,7 @@ import json
 import logging
 import pathlib
 import re
+import reprlib
 from typing import Any, Sequence
 
 from fewshot_nlu.data import words as word_lib
@@ -158,15 +159,17 @@ def example(text: Any, intent: Any, entities: Any, where: str, synonyms: dict[st
       raise DataError(f"{where}: entities {a.entity!r} [{a.start}, {a.end}) and {b.entity!r} [{b.start}, {b.end}) "
                       "overlap; a slot filler tags each character with one entity at most")
   return Example(text, intent.strip() if intent is not None else None, tuple(checked), where,
-                 requested_names(requested_slot, where))
+                 requested_names(requested_slot, f"{where}: field 'requested_slot'"))
 
 
-def requested_names(value: Any, where: str) -> tuple[str, ...]:
-  """An example's ``requested_slot`` field (None, a slot name, or a list of names) as a tuple of names."""
+def requested_names(value: Any, field: str, error: type[Exception] = DataError) -> tuple[str, ...]:
+  """A ``requested_slot`` value (None, a slot name, or a list of names) as a tuple of names: the one reader of
+  it, for examples (``DataError``) and the server's ``/model/parse`` body (its ``BadRequest``); ``field`` names
+  where the value came from in the error."""
   names = [] if value is None else [value] if isinstance(value, str) else value
   if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() and not any(c.isspace() for c in
                                                                                             n.strip()) for n in names):
-    raise DataError(f"{where}: field 'requested_slot': {value!r} is not a slot name or a list of slot names")
+    raise error(f"{field}: expected a slot name (one word) or a list of slot names, got {reprlib.repr(value)}")
   return tuple(n.strip() for n in names)
 
 

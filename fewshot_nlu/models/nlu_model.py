@@ -148,8 +148,6 @@ class NLUModel:
       order = np.argsort(-scores, axis=1, kind="stable")[:, :RANKING]
       labels = self.labels  # a property that copies the intent model's labels: once per call, not per entry
       ranking = [tuple((labels[c], _finite(row[c])) for c in top) for row, top in zip(scores, order)]
-    if self.slots is not None and requested is not None:
-      requested = self._requested_labels(requested)
     if self.slots is None:
       slots = [None] * len(texts)
     elif self.slots_by_intent:
@@ -170,12 +168,6 @@ class NLUModel:
                        _finite(intent.score) if intent is not None else 0.0, ranked, entities, tokens,
                        intent.neighbours if intent is not None else (), rejection))
     return out
-
-  def _requested_labels(self, requested: Sequence) -> list[frozenset | None]:
-    """Per text, the slot labels its requested slot names stand for: the entity's own label and its role
-    labels (``entity#role``); a name no label has (a slot the examples never annotate) stands for none."""
-    labels = self.slot_labels
-    return [annotated.labels_named(names, labels) for names in requested]
 
   def _entity(self, text: str, slot: protocol.Slot) -> dict:
     entity, role = annotated.split_label(slot.label)

@@ -32,6 +32,7 @@ from typing import Sequence
 import numpy as np
 
 from fewshot_nlu import model_card
+from fewshot_nlu.data import annotated
 from fewshot_nlu.data import words as word_lib
 from fewshot_nlu.data.bio import validate_bio
 from fewshot_nlu.encoders import pretrained
@@ -155,16 +156,20 @@ class SlotFillerModel:
     the one support span its words retrieved (for a merged slot, that of its best-scoring part);
     ``neighbours`` is accepted for the protocol and not used. ``intents``: one per text (or None), whose
     support labels its spans retrieve from (``labels_for``). ``requested_slots``: one per text (None, a slot
-    label, or several), the slot(s) the dialogue has just asked for, whose values score ``requested_bonus``
-    more (``span_retrieval.requested_scores``). A blank text is answered ``protocol.EMPTY``."""
+    name, or several), the slot(s) the dialogue has just asked for, whose values score ``requested_bonus``
+    more (``span_retrieval.requested_scores``); a name stands for its label and its role labels, a name the
+    support never labels for none (``annotated.labels_named``). A blank text is answered ``protocol.EMPTY``."""
     del neighbours
     texts = protocol.text_list(texts)
     nothing = [None] * len(texts)
     for name, given in (("intents", intents), ("requested slot lists", requested_slots)):
       if given is not None and len(given) != len(texts):
         raise ValueError(f"{len(texts)} texts but {len(given)} {name}")
+    if requested_slots is not None:
+      known = self.labels
+      requested_slots = [annotated.labels_named(names, known) for names in requested_slots]
     context = list(zip(intents if intents is not None else nothing,
-                       [requested_labels(r) for r in requested_slots] if requested_slots is not None else nothing))
+                       requested_slots if requested_slots is not None else nothing))
     return protocol.predict_texts(
         texts, lambda answered, their: self._predict(answered, [self.labels_for(i) for i, _ in their],
                                                      [r for _, r in their]),
@@ -267,16 +272,6 @@ class SlotFillerModel:
                threshold_retries=meta["threshold_retries"], notes=meta.get("notes"),
                words=meta.get("words", "whitespace"),  # exports before offset words: whitespace
                requested_bonus=meta.get("requested_bonus", 0.0))
-
-
-def requested_labels(requested: str | Sequence[str] | None) -> frozenset | None:
-  """One text's requested slot(s) as a label set: None for none, a label, or a sequence of labels."""
-  if requested is None:
-    return None
-  if isinstance(requested, str):
-    return frozenset([requested]) if requested else None
-  labels = frozenset(str(r) for r in requested)
-  return labels or None
 
 
 def _best_part(span: Candidate, row: Sequence[tuple[Candidate, dict]]) -> tuple[Candidate, dict]:

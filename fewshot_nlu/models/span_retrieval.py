@@ -30,6 +30,7 @@ score instead of a wrong label's. One sub-index per label set, built once and dr
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Sequence
 
@@ -195,6 +196,21 @@ def requested_scores(cosines: np.ndarray, payloads: Sequence[dict], requested_co
           [r if t else p for p, r, t in zip(payloads, requested_payloads, take)])
 
 
+@dataclasses.dataclass
+class ScoredSpans:
+  """One query utterance's spans as ``SlotRetriever.score`` found them: each span's (unit-length, for cosine
+  similarity) vector, the cosine and payload of its nearest allowed support span, those of its nearest span of a
+  requested label (None: no requested label with support spans), and the cosine of its nearest unlabelled
+  support span (NaN until ``answer`` needs it)."""
+
+  spans: list[tuple[int, int]]
+  vectors: np.ndarray
+  cosines: np.ndarray
+  payloads: list[dict]
+  requested: tuple[np.ndarray, list[dict]] | None
+  none_cosines: np.ndarray
+
+
 class SlotRetriever:
   """Few-shot slot filling by span retrieval from a support set of BIO-labelled utterances."""
 
@@ -266,7 +282,16 @@ class SlotRetriever:
     just asked for (None: none); a span's nearest support span of those labels scores its cosine raised by
     ``requested_bonus`` (``requested_scores``) and answers for the span where that beats its nearest span
     overall. ``cache``: keep the utterances' encoder states (``SpanEncoder``; off for one-off
-    queries)."""
+    queries). ``score`` then ``answer``, in one call."""
+    return [self.answer(scored, floor=floor, requested_bonus=requested_bonus)
+            for scored in self.score(word_lists, labels=labels, requested=requested, cache=cache)]
+
+  def score(self, word_lists: Sequence[Sequence[str]], *, labels: Sequence[frozenset | None] | None = None,
+            requested: Sequence[frozenset | None] | None = None, cache: bool = True) -> list[ScoredSpans | None]:
+    """Per utterance, its spans and their nearest support spans (``candidates``' arguments), before any
+    requested-slot bonus, floor or none margin: ``answer`` applies those, so one scoring serves every bonus and
+    margin a cross-validation tries (``methods.nlu.train.select``). None for an utterance without spans or
+    without a support span of its allowed labels."""
     if self.index is None:
       raise ValueError("no support set: call set_support first")
     for name, given in (("label sets", labels), ("requested label sets", requested)):
@@ -276,26 +301,41 @@ class SlotRetriever:
     vectors = self.encoder.encode(word_lists, spans, cache=cache)
     if self.similarity == "cosine":
       vectors = [l2_normalize(v) for v in vectors]
-    out = []
+    out: list[ScoredSpans | None] = []
     nothing = [None] * len(spans)
     for utterance_spans, vecs, allowed, asked in zip(spans, vectors, labels if labels is not None else nothing,
                                                      requested if requested is not None else nothing):
       index = self.restricted(allowed)
       if not utterance_spans or index is None:
-        out.append([])
+        out.append(None)
         continue
-      cosines, payloads = self._nearest(index, vecs)
-      if asked and requested_bonus > 0:
+      wanted = None
+      if asked:
         wanted = self.restricted(frozenset(asked) & allowed if allowed is not None else frozenset(asked))
-        if wanted is not None:
-          cosines, payloads = requested_scores(cosines, payloads, *self._nearest(wanted, vecs), requested_bonus)
-      kept = cosines >= floor - 1e-9 if floor > 0 else np.ones(len(cosines), bool)
-      if self.none_index is not None and self.none_margin is not None and kept.any():
-        nearest_none = self.none_index.search(l2_normalize(vecs[kept]), 1)[0][:, 0].astype(np.float64)
-        kept[kept] = cosines[kept] > nearest_none + self.none_margin
-      out.append([(Candidate(start, end, payload["label"], float(cosine)), payload)
-                  for (start, end), cosine, payload, keep in zip(utterance_spans, cosines, payloads, kept) if keep])
+      out.append(ScoredSpans(utterance_spans, vecs, *self._nearest(index, vecs),
+                             self._nearest(wanted, vecs) if wanted is not None else None,
+                             np.full(len(utterance_spans), np.nan)))
     return out
+
+  def answer(self, scored: ScoredSpans | None, *, floor: float = 0.0, requested_bonus: float = 0.0
+             ) -> list[tuple[Candidate, dict]]:
+    """One utterance's (Candidate, payload) pairs from its ``score``: the requested-slot bonus, then the floor,
+    then (with ``none_margin``) the unlabelled spans' veto, as ``candidates`` describes. The unlabelled index is
+    searched only for spans not searched before (kept in ``scored``)."""
+    if scored is None:
+      return []
+    cosines, payloads = scored.cosines, scored.payloads
+    if scored.requested is not None and requested_bonus > 0:
+      cosines, payloads = requested_scores(cosines, payloads, *scored.requested, requested_bonus)
+    kept = cosines >= floor - 1e-9 if floor > 0 else np.ones(len(cosines), bool)
+    if self.none_index is not None and self.none_margin is not None and kept.any():
+      missing = kept & np.isnan(scored.none_cosines)
+      if missing.any():
+        scored.none_cosines[missing] = self.none_index.search(l2_normalize(scored.vectors[missing]),
+                                                              1)[0][:, 0].astype(np.float64)
+      kept[kept] = cosines[kept] > scored.none_cosines[kept] + self.none_margin
+    return [(Candidate(start, end, payload["label"], float(cosine)), payload)
+            for (start, end), cosine, payload, keep in zip(scored.spans, cosines, payloads, kept) if keep]
 
   def _nearest(self, index: Index, vecs: np.ndarray) -> tuple[np.ndarray, list[dict]]:
     """Per query span vector, the cosine (clipped to [0, 1]) of its nearest item of ``index`` and that item's

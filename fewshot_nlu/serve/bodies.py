@@ -8,6 +8,8 @@ import dataclasses
 import json
 from typing import Any
 
+from fewshot_nlu.data.annotated import requested_names
+
 
 class BadRequest(Exception):
   """A request the client must change; ``status`` is the HTTP status to answer with (4xx)."""
@@ -169,11 +171,7 @@ def parse_request(body: dict, limits: Limits) -> ParseRequest:
   message_id = body.get("message_id")
   if message_id is not None and not isinstance(message_id, str):
     raise BadRequest(f"message_id: expected a string, got {_kind(message_id)}")
-  requested = body.get("requested_slot")
-  names = [requested] if isinstance(requested, str) else requested if requested is not None else []
-  if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
-    raise BadRequest(f"requested_slot: expected a slot name or a list of slot names, got {_short(requested)}")
-  return ParseRequest(text, message_id, tuple(n.strip() for n in names))
+  return ParseRequest(text, message_id, requested_names(body.get("requested_slot"), "requested_slot", BadRequest))
 
 
 def texts(value: Any, field: str, limits: Limits) -> list[str]:

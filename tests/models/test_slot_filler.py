@@ -81,7 +81,7 @@ def test_a_requested_slot_turns_a_bare_answer_into_its_value_and_the_bonus_survi
   """``predict(requested_slots=...)``: with the largest bonus a bare answer takes the requested label; without
   a requested slot (or with bonus 0) the answer is as before. The bonus and each support row's ``requested``
   slots are exported and read back."""
-  from fewshot_nlu.models.slot_filler import SlotFillerModel, requested_labels
+  from fewshot_nlu.models.slot_filler import SlotFillerModel
   model = pretrained.load_pretrained(str(tiny_bert_dir))
   encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
   support = [{"tokens": "a table for 13 please".split(), "tags": "O O O B-people O".split()},
@@ -96,8 +96,9 @@ def test_a_requested_slot_turns_a_bare_answer_into_its_value_and_the_bonus_survi
   assert loaded.predict(["13"], requested_slots=[["time"]])[0] == asked
   unmoved = SlotFillerModel(SlotRetriever(encoder, max_words=2), support, threshold=0.0)
   assert unmoved.predict(["13"], requested_slots=["time"])[0] == plain
-  assert requested_labels(None) is None and requested_labels("") is None and requested_labels([]) is None
-  assert requested_labels(("a", "b")) == frozenset({"a", "b"})
+  # a name the support never labels (or an empty one) asks for nothing; several names, one of them known, do
+  assert filler.predict(["13", "13"], requested_slots=["colour", ""]) == [plain, plain]
+  assert filler.predict(["13"], requested_slots=[("colour", "time")])[0] == asked
   with pytest.raises(ValueError, match="2 texts but 1 requested slot lists"):
     filler.predict(["13", "7"], requested_slots=["time"])
   with pytest.raises(ValueError, match="requested_bonus 1.5"):

@@ -203,3 +203,33 @@ def test_candidates_with_a_requested_slot_score_its_nearest_span_plus_the_bonus(
     assert mid.score == pytest.approx(max(raised, people.score))
   with pytest.raises(ValueError, match="2 requested label sets"):
     retriever.candidates([query], requested=[None, None])
+
+
+def test_one_scoring_answers_every_bonus_margin_and_floor_as_candidates_does(tiny_bert_dir):
+  """``score`` once, then ``answer`` per requested-slot bonus, none margin and floor (the cross-validation's
+  grid, ``methods.nlu.train.select``) gives what ``candidates`` gives with each setting, in any order; the
+  unlabelled spans are searched once per span."""
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  support = [{"tokens": "a table for 13 please".split(), "tags": "O O O B-people O".split()},
+             {"tokens": "at 7 pm on friday".split(), "tags": "O B-time I-time O B-date".split()}]
+  queries = [["13"], "book for 4 at 8 pm".split(), "friday please".split()]
+  requested = [frozenset({"time"}), None, frozenset({"date", "people"})]
+  labels = [None, frozenset({"people", "time"}), None]
+  retriever = SlotRetriever(encoder, max_words=3, none_margin=0.1)
+  retriever.set_support(support)
+  searched = []
+  search = retriever.none_index.search
+  retriever.none_index.search = lambda q, k: searched.append(len(q)) or search(q, k)
+  scored = retriever.score(queries, labels=labels, requested=requested)
+  settings = [(None, 0.0, 0.0), (0.1, 0.4, 0.0), (0.0, 0.2, 0.3), (None, 0.4, 0.5), (0.1, 0.0, 0.0)]
+  answered = {}
+  for margin, bonus, floor in settings:
+    retriever.none_margin = margin
+    answered[margin, bonus, floor] = [retriever.answer(x, floor=floor, requested_bonus=bonus) for x in scored]
+  assert sum(searched) <= sum(len(x.spans) for x in scored)  # each span's unlabelled neighbour searched once
+  for margin, bonus, floor in reversed(settings):
+    retriever.none_margin = margin
+    assert answered[margin, bonus, floor] == retriever.candidates(queries, floor=floor, labels=labels,
+                                                                  requested=requested, requested_bonus=bonus)
+  assert any(answered[None, 0.4, 0.5]) and answered[None, 0.0, 0.0] != answered[0.1, 0.4, 0.0]

@@ -265,12 +265,11 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, fl
     for k, encoder in enumerate(encoders):
       retriever = SlotRetriever(encoder, max_words=s.max_words, none_margin=margins[-1])
       retriever.set_support(train)
+      scored = retriever.score([q["tokens"] for q in queries], labels=labels, requested=requested)
       for j, margin in enumerate(margins):
         retriever.none_margin = margin
-        for b, bonus in enumerate(bonuses):
-          rows = retriever.candidates([q["tokens"] for q in queries], labels=labels, requested=requested,
-                                      requested_bonus=bonus)
-          for q, row in zip(queries, rows):
+        for b, bonus in enumerate(bonuses):  # one scoring of the queries, each margin and bonus applied to it
+          for q, row in zip(queries, [retriever.answer(x, requested_bonus=bonus) for x in scored]):
             for t, spans in enumerate(decode_sweep([c for c, _ in row], s.thresholds, **decoding)):
               spans = [dataclasses.replace(span, end=end) for span, end in
                        zip(spans, span_boundaries.ends(boundaries, spans, q["tokens"], q.get("offsets")))]
