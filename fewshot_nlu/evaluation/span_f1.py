@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+import numpy as np
+
 from fewshot_nlu.data.bio import bio_spans
 
 
@@ -44,5 +46,27 @@ class SpanCounts:
 
   @property
   def f1(self) -> float:
-    p, r = self.precision, self.recall
-    return 2 * p * r / (p + r) if p + r else 0.0
+    return float(f1_of((self.correct, self.gold, self.predicted)))
+
+
+def f1_of(counts: np.ndarray) -> np.ndarray:
+  """Micro F1 (in %) of pooled span counts, ``counts[..., :]`` = (correct, gold, predicted), for each leading
+  index (``SpanCounts.f1`` for one)."""
+  counts = np.asarray(counts, dtype=np.float64)
+  correct, gold, predicted = counts[..., 0], counts[..., 1], counts[..., 2]
+  with np.errstate(divide="ignore", invalid="ignore"):
+    precision = np.where(predicted > 0, 100.0 * correct / predicted, 0.0)
+    recall = np.where(gold > 0, 100.0 * correct / gold, 0.0)
+    return np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
+
+
+def paired_bootstrap_lead(first: np.ndarray, second: np.ndarray, resamples: int, rng: np.random.Generator) -> float:
+  """The share of paired bootstrap resamples of the utterances (Efron & Tibshirani, 1993; Koehn, 2004) in which
+  ``first``'s pooled micro F1 is above ``second``'s: ``first`` and ``second`` are [utterances, 3] per-utterance
+  counts (correct, gold, predicted) of two systems on the same utterances; each resample draws as many utterances
+  with replacement and pools both systems' counts over the same draw."""
+  first, second = np.asarray(first), np.asarray(second)
+  if first.shape != second.shape or first.ndim != 2 or first.shape[1] != 3:
+    raise ValueError(f"per-utterance counts of shape [utterances, 3] expected, got {first.shape} and {second.shape}")
+  draws = rng.integers(0, len(first), size=(resamples, len(first)))
+  return float(np.mean(f1_of(first[draws].sum(1)) > f1_of(second[draws].sum(1))))

@@ -29,6 +29,7 @@ from fewshot_nlu.data import annotated, tsv, user_examples
 from fewshot_nlu.defaults import convfit_base
 from fewshot_nlu.defaults import nlu as nlu_defaults
 from fewshot_nlu.encoders import pretrained
+from fewshot_nlu.evaluation import span_f1
 from fewshot_nlu.evaluation.span_f1 import SpanCounts
 from fewshot_nlu.methods.nlu import span_encoder
 from fewshot_nlu.models import registry
@@ -42,6 +43,7 @@ from fewshot_nlu.methods import span_training
 log = logging.getLogger(__name__)
 
 NO_THRESHOLD = 0.75  # the decoding threshold when the examples are too few to choose one (retrieval alone)
+FALLBACK_RESAMPLES = 1000  # paired bootstrap resamples that weigh retrieval alone against the best learner
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
@@ -220,8 +222,10 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, fl
   ``span_retrieval.requested_scores``) and each threshold, with ``slots.by_intent`` each from its own
   intent's labels in the rest, and each decoded span's end after the rest's punctuation convention (as a
   prediction's: ``span_boundaries``); span counts pooled over folds, the best micro F1 wins (ties: the earlier mode,
-  fewer steps, no margin before the smaller ones, the smaller bonus, the first threshold). Fewer than two
-  utterances with entities: retrieval alone at ``NO_THRESHOLD``."""
+  fewer steps, no margin before the smaller ones, the smaller bonus, the first threshold) — except that retrieval
+  alone wins over the best learner only where it leads in at least ``slots.fallback_confidence`` of the paired
+  bootstrap resamples of the held-out utterances (``span_f1.paired_bootstrap_lead``); short of that, the best
+  learner. Fewer than two utterances with entities: retrieval alone at ``NO_THRESHOLD``."""
   s = config.slots
   labelled = [i for i, u in enumerate(support) if any(t != "O" for t in u["tags"])]
   steps_grid = sorted(set(s.support_steps))
@@ -243,13 +247,15 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, fl
   count = min(s.folds, len(labelled))
   folds = [np.concatenate(parts) for parts in zip(np.array_split(rng.permutation(labelled), count),
                                                   np.array_split(rng.permutation(others).astype(int), count))]
-  counts = [[[[SpanCounts() for _ in s.thresholds] for _ in bonuses] for _ in margins] for _ in candidates]
+  # per held-out utterance and setting: (correct, gold, predicted) spans
+  counts = np.zeros((len(candidates), len(margins), len(bonuses), len(s.thresholds), len(support), 3), np.int64)
   decoding = decoding_of(config)
   for f, held in enumerate(console.bar(folds, desc="slots: cross-validation on your examples", unit="fold",
                                        leave=False)):
     held = set(int(i) for i in held)
     train = [u for i, u in enumerate(support) if i not in held]
-    queries = [support[i] for i in sorted(held)]
+    order = sorted(held)
+    queries = [support[i] for i in order]
     if not any(t != "O" for u in train for t in u["tags"]):
       continue
     allowed = labels_by_intent(train) if s.get("by_intent", False) else None
@@ -269,20 +275,31 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, fl
       for j, margin in enumerate(margins):
         retriever.none_margin = margin
         for b, bonus in enumerate(bonuses):  # one scoring of the queries, each margin and bonus applied to it
-          for q, row in zip(queries, [retriever.answer(x, requested_bonus=bonus) for x in scored]):
+          for u, q, row in zip(order, queries, [retriever.answer(x, requested_bonus=bonus) for x in scored]):
             for t, spans in enumerate(decode_sweep([c for c, _ in row], s.thresholds, **decoding)):
               spans = [dataclasses.replace(span, end=end) for span, end in
                        zip(spans, span_boundaries.ends(boundaries, spans, q["tokens"], q.get("offsets")))]
-              counts[k][j][b][t].add(q["tags"], to_bio(spans, len(q["tokens"])))
-  f1 = np.array([[[[c.f1 for c in row] for row in by_bonus] for by_bonus in by_margin] for by_margin in counts])
-  k, j, b, t = np.unravel_index(int(np.argmax(f1)), f1.shape)
+              c = SpanCounts().add(q["tags"], to_bio(spans, len(q["tokens"])))
+              counts[k, j, b, t, u] = (c.correct, c.gold, c.predicted)
+  f1 = span_f1.f1_of(counts.sum(-2))
+  best = np.unravel_index(int(np.argmax(f1)), f1.shape)
+  record = {}
+  if candidates[best[0]][1] == 0 and len(candidates) > 1:  # retrieval alone: only where the evidence is clear
+    learner = np.unravel_index(int(np.argmax(f1[1:])), f1[1:].shape)
+    learner = (learner[0] + 1, *learner[1:])
+    lead = span_f1.paired_bootstrap_lead(counts[best], counts[learner], FALLBACK_RESAMPLES, rng)
+    record["retrieval_lead_share"] = round(lead, 3)
+    if lead < s.fallback_confidence:
+      best = learner
+  k, j, b, t = best
   mode, steps = candidates[k]
   return mode, steps, margins[j], float(bonuses[b]), float(s.thresholds[t]), {
       "how": f"{count}-fold cross-validation on the {len(support)} training utterances ({len(labelled)} with entities)",
       "cv_f1_by_steps": {(f"{m}:{n}" if n else "0"): round(float(row.max()), 2)
                          for (m, n), row in zip(candidates, f1)},
       "cv_f1_by_none_margin": {str(m): round(float(f1[:, i].max()), 2) for i, m in enumerate(margins)},
-      "cv_f1_by_requested_bonus": {str(x): round(float(f1[:, :, i].max()), 2) for i, x in enumerate(bonuses)}}
+      "cv_f1_by_requested_bonus": {str(x): round(float(f1[:, :, i].max()), 2) for i, x in enumerate(bonuses)},
+      **record}
 
 
 # -------------------------------------------------------------------------------------------- evaluation

@@ -169,6 +169,35 @@ def test_examples_with_the_slot_asked_for_let_the_cross_validation_weigh_it_and_
   assert plain.results["slots"]["requested_bonus"] == 0.0
 
 
+def test_retrieval_alone_wins_the_cross_validation_only_with_clear_evidence(tiny_bert_dir, tmp_path, monkeypatch):
+  """Where retrieval alone has the best pooled cross-validation F1, it is chosen over the best learner only when
+  it leads in ``slots.fallback_confidence`` of the paired bootstrap resamples: learners that return the encoder
+  unchanged tie it everywhere (no lead), so the learner is chosen; confidence 0 keeps the plain argmax (retrieval,
+  the earlier on a tie); a clear lead keeps retrieval."""
+  from fewshot_nlu.methods import span_training
+  from fewshot_nlu.methods.nlu import train
+  monkeypatch.setattr(span_training, "learn_support",
+                      lambda base, support, tuning, seed=0, snapshots=(): [base] * max(1, len(snapshots)))
+  rows = [{"text": "from boston to denver", "entities": [{"start": 5, "end": 11, "entity": "from"},
+                                                         {"start": 15, "end": 21, "entity": "to"}]},
+          {"text": "fly to paris", "entities": [{"start": 7, "end": 12, "entity": "to"}]},
+          {"text": "leaving rome", "entities": [{"start": 8, "end": 12, "entity": "from"}]},
+          {"text": "to oslo from bergen", "entities": [{"start": 3, "end": 7, "entity": "to"},
+                                                       {"start": 13, "end": 19, "entity": "from"}]}]
+  settings = tiny(tiny_bert_dir)
+
+  def chosen(name, confidence):
+    settings["slots"] = {**settings["slots"], "fallback_confidence": confidence}
+    return fn.fit(rows, method="nlu", workdir=tmp_path / name, **settings).results["slots"]
+
+  tied = chosen("tied", 0.9)
+  assert len(set(tied["cv_f1_by_steps"].values())) == 1  # every learner is the encoder itself
+  assert tied["retrieval_lead_share"] == 0.0 and tied["support_steps"] == 2
+  assert chosen("argmax", 0.0)["support_steps"] == 0
+  monkeypatch.setattr(train.span_f1, "paired_bootstrap_lead", lambda *args: 0.95)
+  assert chosen("clear", 0.9)["support_steps"] == 0
+
+
 def test_the_server_answers_model_parse_and_takes_annotated_examples(nlu_yml, tiny_bert_dir, tmp_path):
   from tests.serve.test_main import Server
   model = fn.fit(nlu_yml, method="nlu", workdir=tmp_path / "run", **tiny(tiny_bert_dir))
