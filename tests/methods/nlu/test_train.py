@@ -169,13 +169,11 @@ def test_examples_with_the_slot_asked_for_let_the_cross_validation_weigh_it_and_
   assert plain.results["slots"]["requested_bonus"] == 0.0
 
 
-def test_retrieval_alone_wins_the_cross_validation_only_with_clear_evidence(tiny_bert_dir, tmp_path, monkeypatch):
-  """Where retrieval alone has the best pooled cross-validation F1, it is chosen over the best learner only when
-  it leads in ``slots.fallback_confidence`` of the paired bootstrap resamples: learners that return the encoder
-  unchanged tie it everywhere (no lead), so the learner is chosen; confidence 0 keeps the plain argmax (retrieval,
-  the earlier on a tie); a clear lead keeps retrieval."""
+def test_the_cross_validation_keeps_the_preferred_learner_on_a_tie(tiny_bert_dir, tmp_path, monkeypatch):
+  """``select`` through ``fit``: learners that return the encoder unchanged tie retrieval alone everywhere, so
+  the first learner of ``slots.modes`` (its fewest steps) is chosen and no rival's lead is weighed, at any
+  confidence; the records say which learner and what was compared (``preferred_setting`` has the rule)."""
   from fewshot_nlu.methods import span_training
-  from fewshot_nlu.methods.nlu import train
   monkeypatch.setattr(span_training, "learn_support",
                       lambda base, support, tuning, seed=0, snapshots=(): [base] * max(1, len(snapshots)))
   rows = [{"text": "from boston to denver", "entities": [{"start": 5, "end": 11, "entity": "from"},
@@ -185,17 +183,49 @@ def test_retrieval_alone_wins_the_cross_validation_only_with_clear_evidence(tiny
           {"text": "to oslo from bergen", "entities": [{"start": 3, "end": 7, "entity": "to"},
                                                        {"start": 13, "end": 19, "entity": "from"}]}]
   settings = tiny(tiny_bert_dir)
+  for name, modes, confidence in (("tied", ("encoder", "metric"), 0.9), ("argmax", ("metric", "encoder"), 0.0)):
+    settings["slots"] = {**settings["slots"], "modes": modes, "fallback_confidence": confidence}
+    chosen = fn.fit(rows, method="nlu", workdir=tmp_path / name, **settings).results["slots"]
+    assert len(set(chosen["cv_f1_by_steps"].values())) == 1  # every learner is the encoder itself
+    assert (chosen["support_mode"], chosen["support_steps"]) == (modes[0], 2)
+    assert not [key for key in chosen if key.endswith("_lead_share")]
 
-  def chosen(name, confidence):
-    settings["slots"] = {**settings["slots"], "fallback_confidence": confidence}
-    return fn.fit(rows, method="nlu", workdir=tmp_path / name, **settings).results["slots"]
 
-  tied = chosen("tied", 0.9)
-  assert len(set(tied["cv_f1_by_steps"].values())) == 1  # every learner is the encoder itself
-  assert tied["retrieval_lead_share"] == 0.0 and tied["support_steps"] == 2
-  assert chosen("argmax", 0.0)["support_steps"] == 0
-  monkeypatch.setattr(train.span_f1, "paired_bootstrap_lead", lambda *args: 0.95)
-  assert chosen("clear", 0.9)["support_steps"] == 0
+def _per_utterance(right: int, utterances: int = 40) -> np.ndarray:
+  """[utterances, 3] span counts (correct, gold, predicted): one gold span each, found in the first ``right``."""
+  counts = np.ones((utterances, 3), np.int64)
+  counts[right:, 0] = 0
+  return counts
+
+
+@pytest.mark.parametrize("metric_right, retrieval_right, confidence, expected", [
+    (21, 10, 0.9, ("encoder", 2, {"metric_lead_share"})),  # a span ahead: a coin flip, the encoder stays
+    (34, 10, 0.9, ("metric", 3, {"metric_lead_share"})),  # far ahead: the metric takes over
+    (21, 10, 0.0, ("metric", 3, {"metric_lead_share"})),  # confidence 0: wherever the F1 is higher
+    (20, 20, 0.9, ("encoder", 2, set())),  # ties keep the preferred learner
+    (21, 22, 0.9, ("encoder", 2, {"metric_lead_share", "retrieval_lead_share"})),  # weighed against the pick
+    (21, 36, 0.9, ("retrieval", 0, {"metric_lead_share", "retrieval_lead_share"})),
+])
+def test_a_less_preferred_setting_wins_only_on_clear_evidence(metric_right, retrieval_right, confidence, expected):
+  """``preferred_setting``: candidates 0 (retrieval alone), 1-2 (encoder, 2 the better), 3-4 (metric), each
+  with per-utterance counts of 40 held-out utterances; the encoder's best is picked unless a later group's best has
+  a higher pooled F1 and leads the pick in ``confidence`` of the bootstrap resamples — the shares as
+  ``span_f1.paired_bootstrap_lead`` gives them for the same draws."""
+  from fewshot_nlu.evaluation import span_f1
+  from fewshot_nlu.methods.nlu import train
+  per = np.stack([_per_utterance(r) for r in (retrieval_right, 19, 20, metric_right, 5)])[:, None, None, None]
+  f1 = span_f1.f1_of(per.sum(-2))
+  groups = {"encoder": [1, 2], "metric": [3, 4], "retrieval": [0]}
+  names = {0: "retrieval", 1: "encoder", 2: "encoder", 3: "metric", 4: "metric"}
+  pick, record = train.preferred_setting(f1, per, groups, confidence, np.random.default_rng(0))
+  assert (names[pick[0]], pick[0], set(record)) == expected
+  assert pick[1:] == (0, 0, 0)
+  rng = np.random.default_rng(0)
+  if "metric_lead_share" in record:
+    lead = span_f1.paired_bootstrap_lead(per[3, 0, 0, 0], per[2, 0, 0, 0], train.FALLBACK_RESAMPLES, rng)
+    assert record["metric_lead_share"] == round(lead, 3)
+    if names[pick[0]] != "retrieval":
+      assert (lead >= confidence) == (names[pick[0]] == "metric")
 
 
 def test_the_server_answers_model_parse_and_takes_annotated_examples(nlu_yml, tiny_bert_dir, tmp_path):
