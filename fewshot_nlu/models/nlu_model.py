@@ -113,6 +113,18 @@ class NLUModel:
     """Stored examples: the intent model's plus the slot filler's support utterances."""
     return sum(len(part) for part in (self.intents, self.slots) if part is not None)
 
+  def __repr__(self) -> str:
+    """What the model answers and what it learnt, a line per part (``print(model)`` after ``fit``)."""
+    lines = ["NLUModel"]
+    if self.intents is not None:
+      rejection = self.rejection
+      oos = f"out of scope below {rejection.threshold:.4g}" if rejection is not None else "no out-of-scope threshold"
+      lines.append(f"  intents: {len(self.labels)} ({protocol.listed(self.labels)}) from {len(self.intents)} "
+                   f"example(s); {oos}")
+    if self.slots is not None:
+      lines.append(f"  slots: {self.slots.describe()}{'; by intent' if self.slots_by_intent else ''}")
+    return "\n".join(lines)
+
   # --------------------------------------------------------------------------------------------- parse
 
   def parse(self, texts: Sequence[str], *, reject: bool | None = None, neighbours: int = 3,

@@ -155,6 +155,12 @@ class EmptyPrediction:
 EMPTY = EmptyPrediction()
 
 
+def listed(names: Sequence[str], most: int = 8) -> str:
+  """``names`` joined by commas: the first ``most`` of them and how many more (a model's one-line summary)."""
+  names = list(names)
+  return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
 def text_list(texts: Any, what: str = "texts") -> list[str]:
   """``texts`` as a list of strings; anything else is a ``DataError`` (a ``ValueError``) naming the item (a lone
   string is refused: it would be read as a list of characters)."""

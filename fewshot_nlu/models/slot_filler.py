@@ -98,6 +98,16 @@ class SlotFillerModel:
     """Support utterances."""
     return len(self.support)
 
+  def describe(self) -> str:
+    """One line: the slot labels, the support set, what was learnt on it (``notes``) and the threshold."""
+    labels = self.labels
+    learnt = "; ".join(f"{key}: {value}" for key, value in self.notes.items() if key in ("encoder", "learnt"))
+    return (f"{len(labels)} slot type(s) ({protocol.listed(labels)}) from {len(self.support)} example utterance(s); "
+            f"{learnt + '; ' if learnt else ''}threshold {self.threshold:g}")
+
+  def __repr__(self) -> str:
+    return f"SlotFillerModel: {self.describe()}"
+
   def add_support(self, utterances: Sequence[dict]) -> None:
     """Adds ``{"tokens": [...], "tags": [...]}`` utterances (one BIO tag per token; optionally ``intent``, and
     the raw ``text`` with each token's character ``offsets`` in it, which evidence then quotes) to the support

@@ -82,6 +82,11 @@ def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_p
   assert model.results["slots"]["how"].startswith("2-fold cross-validation on the 11 training utterances")
   assert set(model.results["slots"]["cv_f1_by_steps"]) == {"0", "metric:2", "encoder:2"}  # learner and steps chosen
   assert model.results["slots"]["support_mode"] in ("metric", "encoder", None)
+  summary = repr(model).splitlines()  # what print(model) shows a person: the parts and what was learnt
+  assert summary[0] == "NLUModel" and summary[1].startswith("  intents: 3 (greet, order_pizza, track) from ")
+  assert summary[2].startswith("  slots: 3 slot type(s) (address, size, topping) from 11 example utterance(s); ")
+  learnt = model.slots.notes["learnt"]
+  assert f"learnt: {learnt}" in summary[2] and summary[2].endswith(f"threshold {model.slots.threshold:g}; by intent")
   # joint: each text's entities are of the labels its predicted intent's examples hold (greet: none)
   assert model.slots_by_intent and model.slots.labels_for("greet") == frozenset()
   assert model.slots.labels_for("order_pizza") == {"address", "size", "topping"}
