@@ -101,7 +101,8 @@ class SlotFillerModel:
   def describe(self) -> str:
     """One line: the slot labels, the support set, what was learnt on it (``notes``) and the threshold."""
     labels = self.labels
-    learnt = "; ".join(f"{key}: {value}" for key, value in self.notes.items() if key in ("encoder", "learnt"))
+    learnt = "; ".join(f"{name}: {self.notes[key]}" for key, name in (("encoder", "span encoder"), ("learnt", "learnt"))
+                       if key in self.notes)
     return (f"{len(labels)} slot type(s) ({protocol.listed(labels)}) from {len(self.support)} example utterance(s); "
             f"{learnt + '; ' if learnt else ''}threshold {self.threshold:g}")
 

@@ -199,8 +199,9 @@ def train_slots(config, data: annotated.Annotated, results: dict) -> SlotFillerM
   mode, steps, margin, bonus, threshold, selection = select(base, support, config)
   encoder = (span_training.learn_support(base, support, dataclasses.replace(tuning_of(config, mode), steps=steps),
                                          seed=config.seed)[0] if steps else base)
-  notes = {"encoder": source, "learnt": f"{mode}: {steps} steps on its support set" if steps else "retrieval alone",
-           "threshold": selection["how"]}
+  learner = "the span metric" if mode == "metric" else "the encoder layers"
+  notes = {"encoder": source, "learnt": f"{learner}, {steps} steps on its support set" if steps else
+           "nothing (retrieval alone)", "threshold": selection["how"]}
   if margin is not None:
     notes["none_margin"] = f"{margin}: a span nearer an unlabelled span of the examples than a labelled one is no slot"
   if bonus:
