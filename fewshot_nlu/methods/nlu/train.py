@@ -307,9 +307,10 @@ def preferred_setting(f1: np.ndarray, counts: np.ndarray, groups: dict[str, list
   its F1 is higher and it leads the current pick in at least ``confidence`` of ``FALLBACK_RESAMPLES`` paired
   bootstrap resamples of the held-out utterances (``counts``: [..., utterances, 3]; ``span_f1.
   paired_bootstrap_lead``; 0: wherever its F1 is higher). A difference of a span or two between learners or
-  against retrieval is no evidence: on Restaurants-8k such coin flips (50-56% of resamples) chose retrieval alone
-  or the span metric where the encoder's layers were 8-11 points ahead on test. Returns (the setting's index,
-  ``{"<group>_lead_share": share}`` for each later group that had the higher F1)."""
+  against retrieval is no evidence: on Restaurants-8k two such coin flips (50-56% of resamples) chose retrieval
+  alone where the learners were 8-11 points ahead on test, and between the learners they went either way on test
+  (bench/results/joint_nlu_notes.md). Returns (the setting's index, ``{"<group>_lead_share": share}`` for each
+  later group that had the higher F1)."""
   def best_of(group: list[int]) -> tuple[int, ...]:
     inner = np.unravel_index(int(np.argmax(f1[group])), f1[group].shape)
     return (group[inner[0]], *(int(i) for i in inner[1:]))
