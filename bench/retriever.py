@@ -31,6 +31,7 @@ DOMAINS = ("GetWeather", "PlayMusic", "AddToPlaylist", "RateBook", "SearchScreen
 # name -> (variant of configs/retriever_snips.py, label, seeds run by default)
 SNIPS = {"snips": ("retriever", "Retriever", (0, 1, 2)),
          "snips-tuned": ("tuned", "Retriever, support learnt per episode", (0, 1, 2)),
+         "snips-tuned-encoder": ("tuned_encoder", "Retriever, encoder layers learnt per episode", (0, 1, 2)),
          "snips-frz": ("frz", "Retriever^frz", (0,)),
          "snips-paper-frz": ("paper_frz", "Retriever^frz, top layer, grid 0.85-0.95 (App. A.1)", (0,)),
          "snips-proto": ("proto", "Proto", (0,))}

@@ -24,6 +24,8 @@ Variants (``configs/retriever_snips.py:<variant>``):
     ``tuned`` (the default, then each episode's 5-shot support learnt before its queries are decoded: a span
     metric W = I + D, 0 / 25 / 50 / 100 steps, the count chosen on the development domain with the threshold;
     the fine-tuned-on-support setting; the paper's Retriever decodes with the support untouched),
+    ``tuned_encoder`` (the same, but the encoder's layers above the frozen prefix learn each episode's support,
+    lr 1e-4: the joint NLU model's preferred learner, ``slots.modes``, with its learning rate),
     ``proto`` / ``proto_frz`` (Proto: mean reduction, Eq. 3, and prototype retrieval);
   * ``paper``: App. A.1's training as written (the whole encoder, dot-product batch softmax without non-slot
     spans, lr 2e-5, one epoch of per-label batches, development F1 every 100 steps, grid 0.85-0.95): hours on a
@@ -35,7 +37,7 @@ import ml_collections
 
 from fewshot_nlu.defaults import retriever_base
 
-VARIANTS = ("retriever", "tuned", "frz", "proto", "proto_frz", "paper", "paper_frz")
+VARIANTS = ("retriever", "tuned", "tuned_encoder", "frz", "proto", "proto_frz", "paper", "paper_frz")
 
 
 def get_config(variant: str = "retriever") -> ml_collections.ConfigDict:
@@ -80,8 +82,10 @@ def get_config(variant: str = "retriever") -> ml_collections.ConfigDict:
     r.encoder_layers, r.negative_spans, r.cosine_scale = 0, 0, 0.0
     config.eval.dev_every = 100
     r.thresholds = (0.85, 0.90, 0.95)
-  if variant == "tuned":
+  if variant.startswith("tuned"):
     r.support_steps = (0, 25, 50, 100)
+  if variant == "tuned_encoder":
+    r.support_mode, r.support_learning_rate = "encoder", 1e-4  # the joint model's slots.encoder_learning_rate
   if "proto" in variant:
     r.reduction, r.inference = "mean", "prototype"
   if "frz" in variant:
