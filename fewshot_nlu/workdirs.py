@@ -182,6 +182,37 @@ def replace_file(path: str | os.PathLike, text: str) -> None:
     raise
 
 
+def append_record(path: str | os.PathLike, record: dict) -> None:
+  """``record`` as one JSON line appended to local ``path``, flushed to disk before returning: a journal of
+  finished work that a killed run leaves complete up to its last record (``read_records``). A record a kill
+  cut short is dropped first, so the new one starts a line of its own."""
+  path = pathlib.Path(os.fspath(path))
+  if path.exists() and path.stat().st_size:
+    with open(path, "r+b") as f:
+      f.seek(-1, os.SEEK_END)
+      if f.read(1) != b"\n":
+        f.truncate(path.read_bytes().rfind(b"\n") + 1)
+  with open(path, "ab") as f:
+    f.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def read_records(path: str | os.PathLike) -> list[dict]:
+  """The records ``append_record`` wrote to ``path`` (none if it does not exist), without a last line that a
+  kill cut short."""
+  path = pathlib.Path(os.fspath(path))
+  if not path.exists():
+    return []
+  records = []
+  for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+    if not line.endswith("\n"):
+      break  # the write a kill interrupted
+    if line.strip():
+      records.append(json.loads(line))
+  return records
+
+
 def write_results(workdir, results: dict, name: str = "results.json") -> dict:
   """Writes ``results`` to ``workdir/name`` on process 0 (``write_json``); returns ``results``."""
   import jax

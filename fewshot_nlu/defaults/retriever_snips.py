@@ -35,7 +35,7 @@ Variants (``configs/retriever_snips.py:<variant>``):
 
 import ml_collections
 
-from fewshot_nlu.defaults import retriever_base
+from fewshot_nlu.defaults import nlu, retriever_base
 
 VARIANTS = ("retriever", "tuned", "tuned_encoder", "frz", "proto", "proto_frz", "paper", "paper_frz")
 
@@ -85,7 +85,8 @@ def get_config(variant: str = "retriever") -> ml_collections.ConfigDict:
   if variant.startswith("tuned"):
     r.support_steps = (0, 25, 50, 100)
   if variant == "tuned_encoder":
-    r.support_mode, r.support_learning_rate = "encoder", 1e-4  # the joint model's slots.encoder_learning_rate
+    r.support_mode = "encoder"  # the joint NLU model's preferred learner, at its rate:
+    r.support_learning_rate = nlu.get_config().slots.encoder_learning_rate
   if "proto" in variant:
     r.reduction, r.inference = "mean", "prototype"
   if "frz" in variant:

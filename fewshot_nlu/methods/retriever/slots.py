@@ -19,7 +19,9 @@ much as one pass over the domain's ~1,300 utterances.
 
 Writes ``fold{k}/`` (checkpoints, ``best/``, ``results.json``, ``predictions.tsv``, ``export/``) per fold, then
 ``results.json`` and ``results.md`` (per-domain and average F1, Table 2's layout) in the workdir, and prints
-the table. A finished fold is not redone when the run is restarted.
+the table. A finished fold is not redone when the run is restarted; where each episode's support set is learnt
+first (``retriever.support_steps``, tens of seconds an episode with ``support_mode = "encoder"``), neither is a
+finished episode: ``fold{k}/dev_episodes.jsonl`` / ``test_episodes.jsonl`` journal them as they finish.
 
 ``fold{k}/export`` is a ready-to-use slot filler (``retriever.model.SlotFillerModel``; ``python -m
 fewshot_nlu.predict --model .../fold{k}/export "play jazz please"``): the fold's encoder, the development-chosen
@@ -117,18 +119,38 @@ def episode_f1(retriever: SlotRetriever, episodes: list[dict], thresholds, decod
 
 def tuned_episode_f1(encoder: SpanEncoder, episodes: list[dict], steps: Sequence[int], thresholds, decoding: dict,
                      make_retriever, tuning: span_training.SupportTuning, *, seed: int,
-                     predictions: list | None = None, desc: str = "episodes") -> np.ndarray:
+                     predictions: list | None = None, desc: str = "episodes",
+                     journal: pathlib.Path | None = None) -> np.ndarray:
   """[episodes, len(steps), thresholds] F1 when ``encoder`` first learns each episode's support set
   (``span_training.learn_support``, a snapshot after each of ``steps``; 0: the encoder as given), then
   retrieves from it (``make_retriever(encoder)``). ``predictions``: as ``episode_f1``, for the first step
-  count."""
+  count. ``journal`` (a local file): each finished episode's F1 and predictions are appended there, and an
+  episode already there under the same steps, thresholds, seed and tuning is read back instead of learnt again, so an
+  interrupted fold (tens of seconds an episode) resumes where it stopped (episode e's randomness is seed + e:
+  the same either way)."""
+  key = {"steps": [int(n) for n in steps], "thresholds": [float(t) for t in thresholds], "seed": seed,
+         "tuning": {k: v for k, v in dataclasses.asdict(tuning).items() if k != "steps"}}
+  done = {r["episode"]: r for r in workdirs.read_records(journal) if r.get("key") == key} if journal else {}
+  if done:
+    log.info("%s: %d of %d episodes read back from %s", desc, len(done), len(episodes), journal)
   scores = np.zeros((len(episodes), len(steps), len(thresholds)))
   for e, episode in enumerate(console.bar(episodes, desc=desc, unit="episode", leave=False)):
+    if e in done:
+      scores[e] = done[e]["scores"]
+      if predictions is not None:
+        predictions.extend(tuple(row) for row in done[e]["predictions"])
+      continue
+    rows: list = []
     learnt = span_training.learn_support(encoder, episode["support"], dataclasses.replace(tuning, steps=max(steps)),
                                          seed=seed + e, snapshots=steps)
     for k, tuned in enumerate(learnt):
       scores[e, k] = episode_f1(make_retriever(tuned), [episode], thresholds, decoding,
-                                predictions=predictions if k == 0 else None, desc="")[0]
+                                predictions=rows if k == 0 else None, desc="")[0]
+    rows = [(e, *row[1:]) for row in rows]  # episode_f1 numbers its one episode 0
+    if predictions is not None:
+      predictions.extend(rows)
+    if journal is not None and jax.process_index() == 0:
+      workdirs.append_record(journal, {"key": key, "episode": e, "scores": scores[e].tolist(), "predictions": rows})
   return scores
 
 
@@ -175,6 +197,9 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
   def dev_f1(params) -> np.ndarray:
     return episode_f1(slot_retriever(params), dev, r.thresholds, decoding, desc="dev episodes").mean(0)
 
+  def journal(name: str) -> pathlib.Path | None:  # episodes finished so far (local workdirs)
+    return None if workdirs.is_remote(workdir) else pathlib.Path(workdir) / name
+
   def dev_evaluation(params) -> tuple[float, dict]:
     per_threshold = dev_f1(params)
     return float(per_threshold.max()), {"dev_f1_by_threshold": per_threshold.tolist()}
@@ -206,12 +231,14 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
   else:  # each episode's support set is learnt first; steps and threshold chosen on development
     base = span_encoder(params)
     grid = tuned_episode_f1(base, dev, r.support_steps, r.thresholds, decoding, retriever_of, tuning,
-                            seed=config.seed, desc="dev episodes (learning the support)").mean(0)
+                            seed=config.seed, desc="dev episodes (learning the support)",
+                            journal=journal("dev_episodes.jsonl")).mean(0)
     best_steps, best_threshold = np.unravel_index(int(np.argmax(grid)), grid.shape)
     steps, threshold = int(r.support_steps[best_steps]), float(r.thresholds[best_threshold])
     results.update(dev_f1_by_steps={str(n): round(float(row.max()), 2) for n, row in zip(r.support_steps, grid)})
     f1 = tuned_episode_f1(base, test, (steps,), [threshold], decoding, retriever_of, tuning, seed=config.seed,
-                          predictions=predictions, desc=f"test episodes ({domain}, learning the support)")[:, 0, 0]
+                          predictions=predictions, desc=f"test episodes ({domain}, learning the support)",
+                          journal=journal("test_episodes.jsonl"))[:, 0, 0]
   results.update(threshold=threshold, support_steps=steps, f1=round(float(f1.mean()), 2),
                  f1_std=round(float(f1.std()), 2), eval_seconds=round(time.perf_counter() - start, 1))
   retriever = slot_retriever(params)

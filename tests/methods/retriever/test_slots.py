@@ -10,18 +10,22 @@ import pytest
 from tests.methods.retriever.helpers import _config, write_toy_snips
 
 
+def _toy_fold_config(tiny_bert_dir, tmp_path, fold: int, devices: int):
+  """The SNIPS config on the toy episodes (written under ``tmp_path``), the tiny model, one ``fold``."""
+  config = _config()
+  config.model.name, config.model.max_length = str(tiny_bert_dir), 32
+  config.data.raw_dir, config.data.tfds_dir = str(write_toy_snips(tmp_path / "raw")), str(tmp_path / "tfds")
+  config.data.folds = (fold,)
+  config.retriever.encoder_layers = 0  # the tiny model has 2 layers (the default cuts MiniLM at 3)
+  config.compilation_cache_dir = ""
+  config.mesh.data = devices
+  return config
+
+
 def test_snips_protocol_end_to_end(tiny_bert_dir, tmp_path, capsys):
   from fewshot_nlu import main as main_lib
-  raw = write_toy_snips(tmp_path / "raw")
-  config = _config()
-  config.model.name = str(tiny_bert_dir)
-  config.model.max_length = 32
-  config.data.raw_dir, config.data.tfds_dir = str(raw), str(tmp_path / "tfds")
-  config.data.folds = (2,)
-  config.retriever.encoder_layers = 0  # the tiny model has 2 layers (the default cuts MiniLM at 3)
+  config = _toy_fold_config(tiny_bert_dir, tmp_path, fold=2, devices=2)
   config.train.epochs, config.train.max_steps, config.eval.dev_every, config.train.save_every = 5, 3, 2, 2
-  config.compilation_cache_dir = ""
-  config.mesh.data = 2
   results = main_lib.run(config, tmp_path / "run")
   assert set(results["f1"]) == {"Domain2test"}
   fold = json.loads((tmp_path / "run" / "fold2" / "results.json").read_text())
@@ -47,23 +51,19 @@ def test_each_episodes_support_is_learnt_and_the_export_holds_what_learnt_test_e
   from fewshot_nlu import main as main_lib
   from fewshot_nlu.encoders import pretrained
   from fewshot_nlu.models.slot_filler import SlotFillerModel
-  raw = write_toy_snips(tmp_path / "raw")
-  config = _config()
-  config.model.name, config.model.max_length = str(tiny_bert_dir), 32
-  config.data.raw_dir, config.data.tfds_dir = str(raw), str(tmp_path / "tfds")
-  config.data.folds = (3,)
-  config.retriever.encoder_layers = 0
+  config = _toy_fold_config(tiny_bert_dir, tmp_path, fold=3, devices=1)
   config.retriever.train = False  # the untouched encoder: what the support learning changes is all there is
   config.retriever.support_steps, config.retriever.support_mode = (2,), mode
   config.train.frozen_prefix_layers = 0  # the encoder's layers learn (its embeddings frozen)
-  config.compilation_cache_dir = ""
-  config.mesh.data = 1
   main_lib.run(config, tmp_path / "run")
   fold = json.loads((tmp_path / "run" / "fold3" / "results.json").read_text())
   assert fold["support_steps"] == 2 and set(fold["dev_f1_by_steps"]) == {"2"}
+  for part in ("dev", "test"):  # every episode journalled as it finished (what a restart would read back)
+    assert len((tmp_path / "run" / "fold3" / f"{part}_episodes.jsonl").read_text().splitlines()) == 2
   export = SlotFillerModel.load(tmp_path / "run" / "fold3" / "export")
   assert "learnt that support set for 2 steps" in export.notes["encoder"]
   untouched = pretrained.load_pretrained(str(tiny_bert_dir)).params
+  assert jax.tree_util.tree_structure(export.retriever.encoder.params) == jax.tree_util.tree_structure(untouched)
   changed = [np.abs(np.asarray(a) - np.asarray(b)).max() > 0 for a, b in
              zip(jax.tree_util.tree_leaves(export.retriever.encoder.params), jax.tree_util.tree_leaves(untouched))]
   if mode == "metric":
@@ -71,3 +71,44 @@ def test_each_episodes_support_is_learnt_and_the_export_holds_what_learnt_test_e
   else:
     assert export.retriever.encoder.metric is None and any(changed)
   assert export.predict(["play jazz please"])  # it answers
+
+
+def test_an_interrupted_learnt_support_evaluation_resumes_from_its_journal(tiny_bert_dir, tmp_path, monkeypatch):
+  """``tuned_episode_f1(journal=...)``: finished episodes are read back (not learnt again) with their F1 and
+  predictions; an episode whose record a kill cut short, or recorded under other steps, is learnt again."""
+  from fewshot_nlu.encoders import pretrained
+  from fewshot_nlu.methods import span_training
+  from fewshot_nlu.methods.retriever import slots
+  from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=8)
+
+  def utterance(value, label):
+    return {"tokens": ["play", value, "now"], "tags": ["O", f"B-{label}", "O"]}
+
+  episodes = [{"support": [utterance("jazz", "genre"), utterance("rock", "genre"), utterance("adele", "artist"),
+                           utterance("queen", "artist")],
+               "query": [utterance(v, "genre"), utterance("abba", "artist")]} for v in ("pop", "blues", "soul")]
+  tuning = span_training.SupportTuning(steps=2, mode="metric", learning_rate=1e-2)
+
+  def run(steps=(0, 2), **kwargs):
+    return slots.tuned_episode_f1(encoder, episodes, steps, (0.3, 0.6), slots._decoding(_config()),
+                                  lambda e: SlotRetriever(e, max_words=3), tuning, seed=0, **kwargs)
+
+  journal = tmp_path / "episodes.jsonl"
+  first_predictions, second_predictions = [], []
+  scores = run(journal=journal, predictions=first_predictions)
+  assert [row[0] for row in first_predictions] == [0, 0, 1, 1, 2, 2]  # each query under its own episode
+  lines = journal.read_text().splitlines(keepends=True)
+  assert len(lines) == 3
+  journal.write_text("".join(lines[:2]) + lines[2][:20])  # the last record cut short by a kill
+  learnt = []
+  original = span_training.learn_support
+  monkeypatch.setattr(span_training, "learn_support", lambda *a, **k: learnt.append(1) or original(*a, **k))
+  again = run(journal=journal, predictions=second_predictions)
+  np.testing.assert_allclose(again, scores, rtol=1e-6, atol=1e-6)
+  assert len(learnt) == 1 and second_predictions == first_predictions
+  assert len(journal.read_text().splitlines()) == 3
+  learnt.clear()
+  run((0, 1), journal=journal)  # another step grid: nothing in the journal is its
+  assert len(learnt) == 3
