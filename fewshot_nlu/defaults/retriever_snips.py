@@ -24,8 +24,8 @@ Variants (``configs/retriever_snips.py:<variant>``):
     ``tuned`` (the default, then each episode's 5-shot support learnt before its queries are decoded: a span
     metric W = I + D, 0 / 25 / 50 / 100 steps, the count chosen on the development domain with the threshold;
     the fine-tuned-on-support setting; the paper's Retriever decodes with the support untouched),
-    ``tuned_encoder`` (the same, but the encoder's layers above the frozen prefix learn each episode's support,
-    lr 1e-4: the joint NLU model's preferred learner, ``slots.modes``, with its learning rate),
+    ``tuned_encoder`` (the same, but the encoder's layers above ``retriever.support_frozen_layers`` learn each
+    episode's support, lr 1e-4: the joint NLU model's preferred learner, ``slots.modes``, with its learning rate),
     ``proto`` / ``proto_frz`` (Proto: mean reduction, Eq. 3, and prototype retrieval);
   * ``paper``: App. A.1's training as written (the whole encoder, dot-product batch softmax without non-slot
     spans, lr 2e-5, one epoch of per-label batches, development F1 every 100 steps, grid 0.85-0.95): hours on a
@@ -71,6 +71,7 @@ def get_config(variant: str = "retriever") -> ml_collections.ConfigDict:
   # development with the threshold) before retrieving; (0,): retrieval alone, the paper's inference
   r.support_mode = "metric"  # what learns the support set: "metric" (a span metric W) | "encoder" (its layers)
   r.support_learning_rate = 1e-3
+  r.support_frozen_layers = 1  # mode "encoder": embeddings + this many layers frozen while it learns (-1: none)
   r.dev_episodes = 0  # 0 = all 100 (fewer only for quick experiments; never for reported rows)
   r.test_episodes = 0  # 0 = all 100
 

@@ -77,6 +77,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
                                     ">= 0 ((0,): retrieval alone)")
   config_checks.require_positive(config, "retriever.support_learning_rate")
   config_checks.require_choice(config, "retriever.support_mode", span_training.MODES)
+  if r.support_frozen_layers < -1:
+    raise config_checks.ConfigError(f"config.retriever.support_frozen_layers: {r.support_frozen_layers} must be -1 "
+                                    "(none frozen) or >= 0")
   if not r.thresholds or any(not 0 <= t <= 1 for t in r.thresholds):
     raise config_checks.ConfigError(f"config.retriever.thresholds: {tuple(r.thresholds)} must be values in [0, 1]")
   if not 0 <= r.merge_threshold <= 1:
@@ -159,7 +162,7 @@ def support_tuning(config) -> span_training.SupportTuning:
   r = config.retriever
   return span_training.SupportTuning(learning_rate=r.support_learning_rate, mode=r.support_mode,
                                      cosine_scale=r.cosine_scale or 20.0,
-                                     frozen_layers=config.train.frozen_prefix_layers, max_words=r.max_words)
+                                     frozen_layers=r.support_frozen_layers, max_words=r.max_words)
 
 
 def _episodes(builder, split: str, count: int) -> list[dict]:

@@ -54,7 +54,7 @@ def test_each_episodes_support_is_learnt_and_the_export_holds_what_learnt_test_e
   config = _toy_fold_config(tiny_bert_dir, tmp_path, fold=3, devices=1)
   config.retriever.train = False  # the untouched encoder: what the support learning changes is all there is
   config.retriever.support_steps, config.retriever.support_mode = (2,), mode
-  config.train.frozen_prefix_layers = 0  # the encoder's layers learn (its embeddings frozen)
+  config.retriever.support_frozen_layers = 0  # the encoder's layers learn (its embeddings frozen)
   main_lib.run(config, tmp_path / "run")
   fold = json.loads((tmp_path / "run" / "fold3" / "results.json").read_text())
   assert fold["support_steps"] == 2 and set(fold["dev_f1_by_steps"]) == {"2"}
