@@ -33,7 +33,7 @@ DOMAINS = ("GetWeather", "PlayMusic", "AddToPlaylist", "RateBook", "SearchScreen
 SNIPS = {"snips": ("retriever", "Retriever", (0, 1, 2)),
          "snips-tuned": ("tuned", "Retriever, support learnt per episode", (0, 1, 2)),
          # not in the default plan (no seeds): ~23 s per episode on this CPU, ~9 h per seed (retriever_notes.md)
-         "snips-tuned-encoder": ("tuned_encoder", "Retriever, encoder layers learnt per episode", ()),
+         "snips-tuned-encoder": ("tuned_encoder", "Retriever, encoder layer 2 learnt per episode", ()),
          "snips-frz": ("frz", "Retriever^frz", (0,)),
          "snips-paper-frz": ("paper_frz", "Retriever^frz, top layer, grid 0.85-0.95 (App. A.1)", (0,)),
          "snips-proto": ("proto", "Proto", (0,))}
