@@ -14,7 +14,7 @@ evaluation protocol, a CPU training budget (its docstring says how training diff
   python bench/retriever.py --part snips --seeds 0,1,2     # the default row, 3 seeds
   python bench/retriever.py --part snips --only snips-frz  # one row of the SNIPS table
   python bench/retriever.py --part snips --only snips-tuned --seeds 0   # the support learnt, one seed
-  python bench/retriever.py --part snips --only snips-tuned-encoder --seeds 0   # by the encoder's layers (~9 h)
+  python bench/retriever.py --part snips --only snips-tuned-encoder --seeds 0   # by the encoder (~5.6 h)
   python bench/retriever.py --part none --ablate no-negatives,dot   # development-data ablations on fold 1
 """
 
@@ -32,7 +32,7 @@ DOMAINS = ("GetWeather", "PlayMusic", "AddToPlaylist", "RateBook", "SearchScreen
 # name -> (variant of configs/retriever_snips.py, label, seeds run by default)
 SNIPS = {"snips": ("retriever", "Retriever", (0, 1, 2)),
          "snips-tuned": ("tuned", "Retriever, support learnt per episode", (0, 1, 2)),
-         # not in the default plan (no seeds): ~23 s per episode on this CPU, ~9 h per seed (retriever_notes.md)
+         # not in the default plan (no seeds): ~12 s per episode on this CPU, ~5.6 h per seed (retriever_notes.md)
          "snips-tuned-encoder": ("tuned_encoder", "Retriever, encoder layer 2 learnt per episode", ()),
          "snips-frz": ("frz", "Retriever^frz", (0,)),
          "snips-paper-frz": ("paper_frz", "Retriever^frz, top layer, grid 0.85-0.95 (App. A.1)", (0,)),
