@@ -1,10 +1,16 @@
 """Nearest-neighbour index over vectors with payloads: one API, two back ends.
 
   * ``exact``: a jitted matmul + ``lax.top_k`` over the whole store (used automatically below
-    ``scann_threshold`` items). The store grows in power-of-two capacities, so adding items recompiles only
-    when the capacity doubles; unused rows are masked out.
+    ``scann_threshold`` items). The store is padded to ``batching.padded_rows`` capacities, so adding items
+    recompiles only when the capacity grows; unused rows are masked out.
   * ``scann``: ScaNN with a partitioning tree, asymmetric hashing and exact re-ordering of the candidates, for
-    large indexes. Items are added without rebuilding (ScaNN's upsert into the trained tree).
+    large indexes. Items added after the tree was trained are searched exactly beside it (the "recent" tail,
+    merged with ScaNN's re-ordered candidates), so an added item is always found; once the tail reaches a
+    tenth of the tree (``RETRAIN_FRACTION``), the next search retrains the tree on every item. ScaNN's upsert
+    into the trained tree was not enough: a tree trained on the earlier items can miss a new item far from
+    them -- a new intent's examples -- (4 of 20 such items were not their own nearest neighbour on another
+    machine's build of the same tree). With the cosine metric the tree is spherical (unit centroids), so an item's
+    leaf (nearest centroid) is also the leaf its own query searches first (highest dot product).
 
 Similarity is the dot product, or cosine (vectors L2-normalised on the way in). Payloads are JSON-able dicts
 (e.g. ``{"label": ..., "text": ..., "id": ...}``); a search returns, per query, the k best (score, payload).
@@ -37,6 +43,9 @@ _QUERY_CHUNK = 256
 # a server's gathered batches (8 x 770) were slower on the host (bench/results/latency_notes.md).
 _HOST_PRODUCTS = 1 << 12
 _HOST_MULTIPLY_ADDS = 1 << 18
+# A ScaNN tree is retrained (at the next search) once the items added since it was trained reach this fraction
+# of it: each retraining costs about as much as the build, so n items added one by one retrain O(log n) times.
+RETRAIN_FRACTION = 0.1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +86,7 @@ class Index:
     self.vectors = np.zeros((0, dim), np.float32)
     self.payloads: list[dict[str, Any]] = []
     self._searcher = None  # ScaNN searcher, once built
+    self._scann_size = 0  # items in the ScaNN tree (the first ones); the rest are searched exactly
     self._store = None  # device copy for exact search, padded (``batching.padded_rows``)
 
   # ------------------------------------------------------------------------------------------- building
@@ -98,7 +108,7 @@ class Index:
     return len(self.payloads)
 
   def add(self, vectors: np.ndarray, payloads: Sequence[dict[str, Any]]) -> None:
-    """Adds items; no rebuild (ScaNN: upsert into the existing tree; exact: append)."""
+    """Adds items; no rebuild (ScaNN: searched exactly beside the tree until ``RETRAIN_FRACTION``)."""
     vectors = np.asarray(vectors, np.float32)
     if vectors.ndim != 2 or vectors.shape[1] != self.dim:
       raise ValueError(f"vectors must be [n, {self.dim}], got {vectors.shape}")
@@ -110,11 +120,11 @@ class Index:
     self.vectors = np.concatenate([self.vectors, vectors])
     self.payloads.extend(dict(p) for p in payloads)
     self._store = None
-    if self._searcher is not None:
-      self._searcher.upsert([str(i) for i in range(start, len(self))], vectors)
 
   def _scann(self):
-    if self._searcher is None:
+    """The ScaNN searcher over the first ``_scann_size`` items, (re)trained when missing or when the items added
+    since reach ``RETRAIN_FRACTION`` of it."""
+    if self._searcher is None or len(self) - self._scann_size >= RETRAIN_FRACTION * self._scann_size:
       import scann  # Imported lazily: a large extension, only needed for big indexes.
       n = len(self)
       leaves = self.scann_leaves or max(2, int(np.sqrt(n)))
@@ -122,10 +132,12 @@ class Index:
           scann.scann_ops_pybind.builder(self.vectors, 10, "dot_product")
           # Search a third of the leaves and re-order 250 candidates exactly: recall@10 ~0.99 on the clustered
           # 5k x 32 test set (a fifth of the leaves / 100 candidates gave 0.89-0.95 from build to build).
-          .tree(num_leaves=leaves, num_leaves_to_search=max(1, leaves // 3), training_sample_size=n)
+          .tree(num_leaves=leaves, num_leaves_to_search=max(1, leaves // 3), training_sample_size=n,
+                spherical=self.metric == "cosine")
           .score_ah(2, anisotropic_quantization_threshold=0.2)
           .reorder(250)
           .build(docids=[str(i) for i in range(n)]))
+      self._scann_size = n
     return self._searcher
 
   # ------------------------------------------------------------------------------------------- search
@@ -141,8 +153,7 @@ class Index:
       queries = normalize(queries)
     k = min(k, len(self))
     if self.backend == "scann":
-      ids, scores = self._scann().search_batched(queries, final_num_neighbors=k)
-      return np.asarray(scores, np.float32), np.asarray([[int(i) for i in row] for row in ids], np.int64)
+      return self._scann_search(queries, k)
     if (len(queries) * len(self) <= _HOST_PRODUCTS if len(queries) == 1
         else len(queries) * len(self) * self.dim <= _HOST_MULTIPLY_ADDS):
       return _host_top_k(queries @ self.vectors.T, k)
@@ -160,6 +171,23 @@ class Index:
       scores.append(np.asarray(s)[: len(chunk)])
       ids.append(np.asarray(i)[: len(chunk)])
     return np.concatenate(scores), np.concatenate(ids).astype(np.int64)
+
+  def _scann_search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """ScaNN's k best of the tree's items merged with the exact k best of the recent tail (both scored by the
+    exact dot product: ScaNN re-orders its candidates exactly); ties by lower index."""
+    searcher = self._scann()
+    tree_k = min(k, self._scann_size)
+    ids, scores = searcher.search_batched(queries, final_num_neighbors=tree_k)
+    scores = np.asarray(scores, np.float32).reshape(len(queries), tree_k)
+    ids = np.asarray([[int(i) for i in row] for row in ids], np.int64).reshape(len(queries), tree_k)
+    if len(self) == self._scann_size:
+      return scores, ids
+    tail = self.vectors[self._scann_size:]
+    tail_scores, tail_ids = _host_top_k(queries @ tail.T, min(k, len(tail)))
+    scores = np.concatenate([scores, tail_scores], axis=1)
+    ids = np.concatenate([ids, tail_ids + self._scann_size], axis=1)
+    order = np.lexsort((ids, -scores), axis=1)[:, :k]
+    return np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1)
 
   def query(self, queries: np.ndarray, k: int = 1) -> list[list[Hit]]:
     """Per query, the k best hits with their payloads (the evidence behind a prediction)."""
@@ -181,7 +209,7 @@ class Index:
     if self._searcher is not None:
       (directory / "scann").mkdir(exist_ok=True)
       self._searcher.serialize(str(directory / "scann"))
-      meta["scann_serialized"] = True
+      meta["scann_serialized"], meta["scann_size"] = True, self._scann_size
     (directory / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return directory
 
@@ -200,4 +228,6 @@ class Index:
     if meta.get("scann_serialized"):
       import scann
       index._searcher = scann.scann_ops_pybind.load_searcher(str(directory / "scann"))
+      # Folders saved before the recent tail held every item in the tree (upserted).
+      index._scann_size = meta.get("scann_size", len(index))
     return index

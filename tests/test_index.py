@@ -72,14 +72,38 @@ def test_scann_recall_against_exact(tmp_path):
   _, approx_ids = approx.search(queries, k=10)
   recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx_ids, exact_ids)])
   assert recall >= 0.9, recall
-  # adding items to a built ScaNN index makes them findable without rebuilding
-  new = _clustered(20, 32, seed=5)
-  approx.add(new, [{"id": f"new{i}"} for i in range(20)])
-  top = approx.query(new, k=1)
-  assert sum(h[0].payload["id"] == f"new{i}" for i, h in enumerate(top)) >= 18
   loaded = Index.load(approx.save(tmp_path / "idx"))
-  assert loaded.backend == "scann" and len(loaded) == 5020
+  assert loaded.backend == "scann" and len(loaded) == 5000
   np.testing.assert_array_equal(loaded.search(queries, k=10)[1], approx.search(queries, k=10)[1])
+
+
+def test_items_added_to_a_scann_index_are_found_even_far_from_what_its_tree_was_trained_on(tmp_path):
+  """A new intent's examples can lie far from every item the tree was trained on: here a subspace the tree never
+  saw, where ScaNN's upsert into the trained tree found none of 20 added items as their own nearest neighbour.
+  They are searched exactly beside the tree until they reach a tenth of it, then the tree is retrained."""
+  def in_halves(x, first):
+    zeros = np.zeros_like(x)
+    return np.concatenate([x, zeros] if first else [zeros, x], axis=1)
+
+  old, new = in_halves(_clustered(5000, 16), True), in_halves(_clustered(20, 16, seed=5), False)
+  index = Index.build(old, [{"id": i} for i in range(5000)], metric="cosine", backend="scann")
+  index.search(old[:1])  # the tree is trained on the first 5,000
+  index.add(new, [{"id": f"new{i}"} for i in range(20)])
+  def found(index, vectors, prefix):
+    top = index.query(vectors, k=2)
+    assert all(h[0].score == pytest.approx(1, abs=1e-5) for h in top)
+    return sum(h[0].payload["id"] == f"{prefix}{i}" for i, h in enumerate(top))
+  assert found(index, new, "new") == 20
+  assert index._scann_size == 5000  # not retrained: 20 items are under a tenth of the tree
+  loaded = Index.load(index.save(tmp_path / "with_tail"))
+  assert len(loaded) == 5020 and found(loaded, new, "new") == 20
+  queries = np.concatenate([old[:50], new])
+  np.testing.assert_array_equal(loaded.search(queries, k=5)[1], index.search(queries, k=5)[1])
+
+  more = in_halves(_clustered(500, 16, seed=6), False)  # 520 added items: over a tenth of 5,000
+  index.add(more, [{"id": f"more{i}"} for i in range(500)])
+  assert found(index, more[:50], "more") == 50 and index._scann_size == 5520  # retrained on every item
+  assert found(index, new, "new") == 20
 
 
 def test_auto_switches_backend_by_size():
