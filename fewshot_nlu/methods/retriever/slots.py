@@ -128,9 +128,10 @@ def tuned_episode_f1(encoder: SpanEncoder, episodes: list[dict], steps: Sequence
   (``span_training.learn_support``, a snapshot after each of ``steps``; 0: the encoder as given), then
   retrieves from it (``make_retriever(encoder)``). ``predictions``: as ``episode_f1``, for the first step
   count. ``journal`` (a local file): each finished episode's F1 and predictions are appended there, and an
-  episode already there under the same steps, thresholds, seed and tuning is read back instead of learnt again, so an
-  interrupted fold (tens of seconds an episode) resumes where it stopped (episode e's randomness is seed + e:
-  the same either way)."""
+  episode already there under the same steps, thresholds, seed and tuning is read back instead of learnt
+  again, so an interrupted fold (tens of seconds an episode) resumes where it stopped (episode e's randomness
+  is seed + e: the same either way). The key does not hold ``encoder``'s parameters: one journal belongs to
+  one encoder (a fold folder's, fixed by its config identity)."""
   key = {"steps": [int(n) for n in steps], "thresholds": [float(t) for t in thresholds], "seed": seed,
          "tuning": {k: v for k, v in dataclasses.asdict(tuning).items() if k != "steps"}}
   done = {r["episode"]: r for r in workdirs.read_records(journal) if r.get("key") == key} if journal else {}
