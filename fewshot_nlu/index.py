@@ -116,7 +116,6 @@ class Index:
       raise ValueError(f"{len(vectors)} vectors but {len(payloads)} payloads")
     if self.metric == "cosine":
       vectors = normalize(vectors)
-    start = len(self)
     self.vectors = np.concatenate([self.vectors, vectors])
     self.payloads.extend(dict(p) for p in payloads)
     self._store = None
