@@ -173,7 +173,7 @@ class Index:
 
   def _scann_search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """ScaNN's k best of the tree's items merged with the exact k best of the recent tail (both scored by the
-    exact dot product: ScaNN re-orders its candidates exactly); ties by lower index."""
+    exact dot product: ScaNN re-orders its candidates exactly); on a tie the tree's item first, in ScaNN's order."""
     searcher = self._scann()
     tree_k = min(k, self._scann_size)
     ids, scores = searcher.search_batched(queries, final_num_neighbors=tree_k)
@@ -183,10 +183,8 @@ class Index:
       return scores, ids
     tail = self.vectors[self._scann_size:]
     tail_scores, tail_ids = _host_top_k(queries @ tail.T, min(k, len(tail)))
-    scores = np.concatenate([scores, tail_scores], axis=1)
-    ids = np.concatenate([ids, tail_ids + self._scann_size], axis=1)
-    order = np.lexsort((ids, -scores), axis=1)[:, :k]
-    return np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1)
+    scores, order = _host_top_k(np.concatenate([scores, tail_scores], axis=1), k)
+    return scores, np.take_along_axis(np.concatenate([ids, tail_ids + self._scann_size], axis=1), order, 1)
 
   def query(self, queries: np.ndarray, k: int = 1) -> list[list[Hit]]:
     """Per query, the k best hits with their payloads (the evidence behind a prediction)."""
