@@ -80,7 +80,9 @@ def test_scann_recall_against_exact(tmp_path):
 def test_items_added_to_a_scann_index_are_found_even_far_from_what_its_tree_was_trained_on(tmp_path):
   """A new intent's examples can lie far from every item the tree was trained on: here a subspace the tree never
   saw, where ScaNN's upsert into the trained tree found none of 20 added items as their own nearest neighbour.
-  They are searched exactly beside the tree until they reach a tenth of it, then the tree is retrained."""
+  They are searched exactly beside the tree (every one found) until they reach a tenth of it; then the tree is
+  retrained on every item, and they are found as approximately as any other item (519-520 of 520 measured
+  under pytest, where ScaNN's training varies from process to process)."""
   def in_halves(x, first):
     zeros = np.zeros_like(x)
     return np.concatenate([x, zeros] if first else [zeros, x], axis=1)
@@ -102,8 +104,9 @@ def test_items_added_to_a_scann_index_are_found_even_far_from_what_its_tree_was_
 
   more = in_halves(_clustered(500, 16, seed=6), False)  # 520 added items: over a tenth of 5,000
   index.add(more, [{"id": f"more{i}"} for i in range(500)])
-  assert found(index, more[:50], "more") == 50 and index._scann_size == 5520  # retrained on every item
-  assert found(index, new, "new") == 20
+  added = np.concatenate([new, more])
+  own = index.search(added, k=1)[1][:, 0] == np.arange(5000, 5520)
+  assert index._scann_size == 5520 and own.mean() >= 0.97, own.mean()  # retrained on every item
 
 
 def test_auto_switches_backend_by_size():
