@@ -15,7 +15,10 @@ Measured, in this order, one process at a time (never two at once):
   * for an intent model, where the predict's time goes (``breakdown``: tokenise, the encoder's jitted program,
     the whole encode, head + nearest examples + evidence);
   * the encoder's FLOP/s at batch 1 (2 x multiply-adds of the 16-word utterance's forward) against this
-    machine's measured float32 matmul peak (a 1024^3 ``jnp.dot``).
+    machine's measured float32 matmul peak (a 1024^3 ``jnp.dot``);
+  * with ``--quantize int8``, encode and predict again with the encoders' dense layers as int8 products
+    (``encoders.quantize``; what ``fn.load(path, quantize="int8")`` and ``--quantize int8`` give); their accuracy
+    against float32 is bench/quantize.py's.
 
 Rows go to ``bench/results/latency.jsonl``; ``--write`` rewrites ``bench/results/latency.md``.
 """
@@ -79,23 +82,30 @@ def ours(args) -> list[dict]:
   import jax
   import jax.numpy as jnp
   from fewshot_nlu.encoders.sentence import SentenceEncoder
-  encoder = SentenceEncoder.from_pretrained("minilm-l6")
+  from fewshot_nlu.encoders import quantize as quantization
   texts = utterances(args.data_dir)
-  rows = [{"what": "encode", "backend": f"fewshot_nlu (JAX {jax.__version__})",
-           **encode_table(encoder.encode, texts, args.calls)}]
-
-  for source in args.model or [None]:
-    model = load_model(source, args.data_dir, encoder)
-    start = time.perf_counter()
-    model.predict([TEXT16])
-    first = time.perf_counter() - start
-    rows.append({"what": "predict", "backend": f"fewshot_nlu {model.kind}", "model": source or
-                 "MiniLM + logistic regression over BANKING77 10-shot (770 examples, 77 intents)",
-                 "first_call_s": round(first, 2), "text16_batch_1": percentiles(lambda: model.predict([TEXT16]),
-                                                                                 args.calls)})
-    if hasattr(model, "predict_from"):  # an intent model: where its predict's time goes
-      rows.append({"what": "breakdown", "model": rows[-1]["model"], **breakdown(model, args.calls)})
-    del model
+  rows = []
+  for quantize in [None, *(args.quantize or [])]:
+    suffix = f", {quantize}" if quantize else ""
+    encoder = SentenceEncoder.from_pretrained("minilm-l6")
+    quantization.quantize_encoders(encoder, quantize)
+    rows.append({"what": "encode", "backend": f"fewshot_nlu (JAX {jax.__version__}{suffix})", "quantize": quantize,
+                 **encode_table(encoder.encode, texts, args.calls)})
+    if quantize is None:
+      float_encoder = encoder
+    for source in args.model or [None]:
+      model = load_model(source, args.data_dir, encoder, quantize)
+      start = time.perf_counter()
+      model.predict([TEXT16])
+      first = time.perf_counter() - start
+      rows.append({"what": "predict", "backend": f"fewshot_nlu {model.kind}{suffix}", "quantize": quantize,
+                   "model": source or "MiniLM + logistic regression over BANKING77 10-shot (770 examples, 77 intents)",
+                   "first_call_s": round(first, 2), "text16_batch_1": percentiles(lambda: model.predict([TEXT16]),
+                                                                                   args.calls)})
+      if hasattr(model, "predict_from"):  # an intent model: where its predict's time goes
+        rows.append({"what": "breakdown", "model": rows[-1]["model"] + suffix, **breakdown(model, args.calls)})
+      del model
+  encoder = float_encoder
 
   a = jnp.ones((1024, 1024), jnp.float32)
   dot = jax.jit(lambda x: x @ x)
@@ -104,7 +114,7 @@ def ours(args) -> list[dict]:
   tokens = len(encoder.tokenizer.encode([TEXT16], encoder.max_length)[0])
   cfg = encoder.cfg
   flops = 2 * cfg.num_layers * (tokens * 12 * cfg.hidden_size ** 2 + 2 * tokens ** 2 * cfg.hidden_size)
-  encode_ms = rows[0]["text16_batch_1"]["p50_ms"]
+  encode_ms = rows[0]["text16_batch_1"]["p50_ms"]  # float32's
   rows.append({"what": "flops", "backend": "fewshot_nlu", "tokens": tokens, "gflop": round(flops / 1e9, 3),
                "achieved_gflops": round(flops / encode_ms / 1e6, 1),
                "matmul_peak_gflops": round(2 * 1024 ** 3 / peak / 1e6, 1)})
@@ -134,10 +144,12 @@ def breakdown(model, calls: int) -> dict:
   return {name: percentiles(part, calls)["p50_ms"] for name, part in parts.items()}
 
 
-def load_model(source: str | None, data_dir: str, encoder):
+def load_model(source: str | None, data_dir: str, encoder, quantize: str | None = None):
+  """The export at ``source`` (its encoders quantised as ``quantize`` says), or the default job's shape built on
+  ``encoder`` (quantised already when it should be)."""
   from fewshot_nlu import models
   if source:
-    return models.load(source)
+    return models.load(source, quantize=quantize)
   from fewshot_nlu.data.intent_folder import read_intent_split
   from fewshot_nlu.heads import mlp as mlp_head
   from fewshot_nlu.models.intent_model import IntentModel
@@ -213,6 +225,8 @@ def main() -> None:
   parser.add_argument("--model", action="append",
                       help="an export to time predict on, any kind (repeat for several; default: the default "
                            "job's shape)")
+  parser.add_argument("--quantize", action="append", choices=["int8"],
+                      help="also time encode and predict with the encoders quantised so (encoders.quantize)")
   parser.add_argument("--calls", type=int, default=200)
   parser.add_argument("--data-dir", default=DEFAULT_DATA)
   parser.add_argument("--side", choices=("ours", "theirs"), help=argparse.SUPPRESS)
@@ -222,14 +236,16 @@ def main() -> None:
     print(json.dumps(ours(args) if args.side == "ours" else theirs(args)))
     return
   rows = json.loads(subprocess.run([sys.executable, __file__, "--side", "ours", "--calls", str(args.calls),
-                                    "--data-dir", args.data_dir] + [a for m in args.model or [] for a in ("--model", m)],
+                                    "--data-dir", args.data_dir] + [a for m in args.model or [] for a in ("--model", m)]
+                                   + [a for q in args.quantize or [] for a in ("--quantize", q)],
                                    check=True, capture_output=True, text=True).stdout.splitlines()[-1])
   if args.st_python:
     rows += json.loads(subprocess.run([args.st_python, __file__, "--side", "theirs", "--calls", str(args.calls),
                                        "--data-dir", args.data_dir], check=True, capture_output=True,
                                       text=True).stdout.splitlines()[-1])
   command = "python bench/latency.py" + (" --st-python ST_PYTHON" if args.st_python else "") + \
-      "".join(f" --model {m}" for m in args.model or []) + " --write"
+      "".join(f" --model {m}" for m in args.model or []) + "".join(f" --quantize {q}" for q in args.quantize or []) + \
+      " --write"
   with open(ROWS, "a", encoding="utf-8") as f:
     for r in rows:
       f.write(json.dumps({**r, "command": command, "machine": machine()}) + "\n")

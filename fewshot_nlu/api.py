@@ -242,9 +242,12 @@ def _fit_nlu(examples, validation, *, workdir, overwrite, keep_checkpoints, over
   return model
 
 
-def load(path: str | os.PathLike):
+def load(path: str | os.PathLike, *, quantize: str | None = None):
   """The model exported in ``path`` (an ``export/`` folder, a folder written by ``model.save``, or a run's
-  workdir holding ``export/``), as its own class (``fewshot_nlu.models.load``)."""
+  workdir holding ``export/``), as its own class (``fewshot_nlu.models.load``). ``quantize="int8"`` runs its
+  encoders' dense layers as int8 products (``encoders.quantize``): faster on a CPU at batch 1, predictions close
+  to but not the same as float32's (bench/results/latency_notes.md); such a model predicts and takes examples,
+  and is not saved again."""
   from fewshot_nlu import models
   path = pathlib.Path(path).expanduser()
   if path.is_file():
@@ -257,4 +260,4 @@ def load(path: str | os.PathLike):
   has_model = any((path / kind.meta_file).is_file() for kind in models.KINDS.values())
   if not has_model and (path / "export").is_dir():
     path = path / "export"
-  return models.load(path)
+  return models.load(path, quantize=quantize)

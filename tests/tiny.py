@@ -156,9 +156,22 @@ def mpnet_relative_buckets(length: int) -> np.ndarray:
   return ret + np.where(is_small, n, val_if_large)
 
 
-def reference_forward(tensors: dict, config: dict, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def int8_linear_reference(h: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+  """``h @ weight.T + bias`` as vector-wise absmax int8 (LLM.int8() §3.1 without outliers; ``encoders.quantize``):
+  each output row of the HF weight [out, in] and each row of ``h`` scaled by its max |value| / 127, rounded to
+  integers, multiplied exactly, scaled back. float64."""
+  weight_scale = np.abs(weight).max(axis=1) / 127
+  weight_scale = np.where(weight_scale > 0, weight_scale, 1.0)
+  row_scale = np.abs(h).max(axis=-1, keepdims=True) / 127
+  row_scale = np.where(row_scale > 0, row_scale, 1.0)
+  integer = np.rint(h / row_scale) @ np.rint(weight / weight_scale[:, None]).T
+  return integer * row_scale * weight_scale + bias
+
+
+def reference_forward(tensors: dict, config: dict, input_ids: np.ndarray, mask: np.ndarray,
+                      int8: bool = False) -> np.ndarray:
   """BertModel / RobertaModel / MPNetModel last hidden state in float64 numpy, straight from the HF
-  definitions."""
+  definitions; ``int8``: every layer's dense products as ``int8_linear_reference``."""
   kind = config["model_type"]
   prefix = _prefix(kind)
   w = {k[len(prefix):]: v.astype(np.float64) for k, v in tensors.items() if k.startswith(prefix)}
@@ -174,7 +187,10 @@ def reference_forward(tensors: dict, config: dict, input_ids: np.ndarray, mask: 
     x = x + w["embeddings.token_type_embeddings.weight"][np.zeros_like(input_ids)]
   x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
   heads, d = config["num_attention_heads"], config["hidden_size"] // config["num_attention_heads"]
-  linear = lambda h, name: h @ w[name + ".weight"].T + w[name + ".bias"]
+  if int8:
+    linear = lambda h, name: int8_linear_reference(h, w[name + ".weight"], w[name + ".bias"])
+  else:
+    linear = lambda h, name: h @ w[name + ".weight"].T + w[name + ".bias"]
   b, l, _ = x.shape
   bias = np.where(mask[:, None, None, :] == 0, -1e30, 0.0)
   if kind == "mpnet":  # one relative position bias [1, heads, L, L] for every layer

@@ -34,7 +34,7 @@ import numpy as np
 import safetensors.numpy
 
 from fewshot_nlu import workdirs
-from fewshot_nlu.encoders import st_modules, transformer
+from fewshot_nlu.encoders import quantize, st_modules, transformer
 from fewshot_nlu.encoders.tokenizer import Tokenizer
 from fewshot_nlu.errors import UserError
 
@@ -362,6 +362,9 @@ def save_pretrained(directory: str | pathlib.Path, cfg: transformer.EncoderConfi
                     tokenizer: Tokenizer | None = None, heads: dict[str, np.ndarray] | None = None):
   """Writes an HF-format checkpoint (config.json, model.safetensors, tokenizer.json) that
   ``load_pretrained`` (and HF / sentence-transformers) can read."""
+  if quantize.is_int8(params):
+    raise ValueError("these encoder params are int8 (a model loaded with quantize='int8', for inference): save the "
+                     "model loaded without quantize; its added examples save with save_rows as usual")
   directory = pathlib.Path(directory)
   directory.mkdir(parents=True, exist_ok=True)
   flat = flax.traverse_util.flatten_dict(jax.device_get(params))

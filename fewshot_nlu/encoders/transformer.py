@@ -41,6 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fewshot_nlu.encoders import quantize
+
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}  # config.model.dtype -> compute dtype
 
 ACTIVATIONS = {
@@ -157,7 +159,26 @@ class EncoderConfig:
     return hf
 
 
-def _dense(features: int, axes: tuple[str, str], dtype, name: str) -> nn.Dense:
+class Int8Dense(nn.Module):
+  """A dense layer whose kernel is int8 with a scale per output column (``encoders.quantize``: inference only)."""
+
+  features: int
+  axes: tuple[str, str]
+
+  @nn.compact
+  def __call__(self, x):
+    kernel = self.param("kernel_int8", nn.with_logical_partitioning(nn.initializers.zeros_init(), self.axes),
+                        (x.shape[-1], self.features), jnp.int8)
+    scale = self.param("kernel_scale", nn.with_logical_partitioning(nn.initializers.ones_init(), (self.axes[1],)),
+                       (self.features,), jnp.float32)
+    bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros_init(), (self.axes[1],)),
+                      (self.features,), jnp.float32)
+    return quantize.int8_matmul(x, kernel, scale) + bias
+
+
+def _dense(features: int, axes: tuple[str, str], dtype, name: str, int8: bool = False) -> nn.Module:
+  if int8:
+    return Int8Dense(features, axes, name=name)
   return nn.Dense(
       features,
       dtype=dtype,
@@ -256,15 +277,16 @@ def bias_from_table(table: jax.Array, length: int) -> jax.Array:
 class SelfAttention(nn.Module):
   cfg: EncoderConfig
   dtype: Any = jnp.float32
+  int8: bool = False  # int8 query / key / value / output kernels (encoders.quantize)
 
   @nn.compact
   def __call__(self, x, attention_mask, deterministic: bool, position_bias=None):
     cfg = self.cfg
     head_dim = cfg.hidden_size // cfg.num_heads
     split = lambda t: t.reshape(t.shape[:-1] + (cfg.num_heads, head_dim))
-    q = split(_dense(cfg.hidden_size, ("embed", "joined_kv"), self.dtype, "query")(x))
-    k = split(_dense(cfg.hidden_size, ("embed", "joined_kv"), self.dtype, "key")(x))
-    v = split(_dense(cfg.hidden_size, ("embed", "joined_kv"), self.dtype, "value")(x))
+    q = split(_dense(cfg.hidden_size, ("embed", "joined_kv"), self.dtype, "query", self.int8)(x))
+    k = split(_dense(cfg.hidden_size, ("embed", "joined_kv"), self.dtype, "key", self.int8)(x))
+    v = split(_dense(cfg.hidden_size, ("embed", "joined_kv"), self.dtype, "value", self.int8)(x))
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) / jnp.sqrt(head_dim)
     if position_bias is not None:  # MPNet: [1, heads, L, L]
       logits = logits + position_bias.astype(jnp.float32)
@@ -276,7 +298,7 @@ class SelfAttention(nn.Module):
     probs = nn.Dropout(cfg.attention_dropout)(probs, deterministic=deterministic)
     context = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(self.dtype), v)
     context = context.reshape(context.shape[:-2] + (cfg.hidden_size,))
-    return _dense(cfg.hidden_size, ("joined_kv", "embed"), self.dtype, "output")(context)
+    return _dense(cfg.hidden_size, ("joined_kv", "embed"), self.dtype, "output", self.int8)(context)
 
 
 class BottleneckAdapter(nn.Module):
@@ -300,16 +322,17 @@ class TransformerLayer(nn.Module):
   cfg: EncoderConfig
   dtype: Any = jnp.float32
   adapter_size: int = 0
+  int8: bool = False  # int8 dense kernels (encoders.quantize); adapters stay float32
 
   @nn.compact
   def __call__(self, x, attention_mask, deterministic: bool, position_bias=None):
     cfg = self.cfg
-    attended = SelfAttention(cfg, self.dtype, name="attention")(x, attention_mask, deterministic, position_bias)
+    attended = SelfAttention(cfg, self.dtype, self.int8, name="attention")(x, attention_mask, deterministic, position_bias)
     attended = nn.Dropout(cfg.hidden_dropout)(attended, deterministic=deterministic)
     x = _layer_norm(cfg.layer_norm_eps, self.dtype, "attention_norm")(x + attended)
-    h = _dense(cfg.intermediate_size, ("embed", "mlp"), self.dtype, "intermediate")(x)
+    h = _dense(cfg.intermediate_size, ("embed", "mlp"), self.dtype, "intermediate", self.int8)(x)
     h = ACTIVATIONS[cfg.hidden_act](h)
-    h = _dense(cfg.hidden_size, ("mlp", "embed"), self.dtype, "output")(h)
+    h = _dense(cfg.hidden_size, ("mlp", "embed"), self.dtype, "output", self.int8)(h)
     h = nn.Dropout(cfg.hidden_dropout)(h, deterministic=deterministic)
     norm = _layer_norm(cfg.layer_norm_eps, self.dtype, "output_norm")
     if not self.adapter_size:
@@ -324,12 +347,14 @@ class TransformerEncoder(nn.Module):
   logits and softmax are always float32. Pass ``deterministic=False`` and a ``'dropout'`` rng to train.
   ``attention_mask`` is [B, L] (real tokens) or, for packed rows, [B, L, L] with explicit ``position_ids``
   (``encoders.packing``).
-  ``adapter_size > 0`` adds a bottleneck adapter to every layer (module docstring).
+  ``adapter_size > 0`` adds a bottleneck adapter to every layer (module docstring). ``int8`` applies params
+  quantised by ``encoders.quantize`` (inference only).
   """
 
   cfg: EncoderConfig
   dtype: Any = jnp.float32
   adapter_size: int = 0
+  int8: bool = False
 
   @nn.compact
   def __call__(self, input_ids, attention_mask, token_type_ids=None, deterministic: bool = True,
@@ -340,8 +365,8 @@ class TransformerEncoder(nn.Module):
     if self.cfg.relative_attention_num_buckets:  # MPNet: one bias for every layer, by row index as HF computes it
       bias = relative_position_bias(self.cfg, input_ids.shape[-1])
     for i in range(self.cfg.num_layers):
-      x = TransformerLayer(self.cfg, self.dtype, self.adapter_size, name=f"layer_{i}")(x, attention_mask,
-                                                                                      deterministic, bias)
+      x = TransformerLayer(self.cfg, self.dtype, self.adapter_size, self.int8, name=f"layer_{i}")(
+          x, attention_mask, deterministic, bias)
     return x
 
 
@@ -367,5 +392,6 @@ def adapter_size_of(params) -> int:
 
 
 def encoder_for(cfg: EncoderConfig, params, dtype=jnp.float32) -> TransformerEncoder:
-  """The module that applies ``params``: with adapters when ``params`` holds them."""
-  return TransformerEncoder(cfg, dtype, adapter_size_of(params))
+  """The module that applies ``params``: with adapters when ``params`` holds them, with int8 products when they
+  were quantised (``encoders.quantize``)."""
+  return TransformerEncoder(cfg, dtype, adapter_size_of(params), quantize.is_int8(params))

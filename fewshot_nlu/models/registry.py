@@ -44,6 +44,11 @@ def kind_of(directory: str | pathlib.Path) -> str:
   return recorded
 
 
-def load(directory: str | pathlib.Path, **kwargs):
-  """The model exported in ``directory``, as its own class (``kwargs`` go to that class's ``load``)."""
-  return model_class(kind_of(directory)).load(directory, **kwargs)
+def load(directory: str | pathlib.Path, *, quantize: str | None = None, **kwargs):
+  """The model exported in ``directory``, as its own class (``kwargs`` go to that class's ``load``);
+  ``quantize="int8"``: its encoders' dense layers as int8 products, for inference (``encoders.quantize``)."""
+  from fewshot_nlu.encoders import quantize as quantization
+  quantization.check_quantization(quantize)
+  model = model_class(kind_of(directory)).load(directory, **kwargs)
+  quantization.quantize_encoders(model, quantize)
+  return model

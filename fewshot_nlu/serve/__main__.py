@@ -55,6 +55,8 @@ def parse_args(argv: list[str] | None):
                       "default: none, so no web page can)")
   parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                       help="a Host name the server answers to besides localhost names and --host (repeatable)")
+  parser.add_argument("--quantize", choices=["int8"], help="serve with the encoders' dense layers as int8 products: "
+                      "lower latency on a CPU, predictions close to float32's (encoders.quantize)")
   parser.add_argument("--verbose", action="store_true", help="also show libraries' start-up and probing lines")
   parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
   parser.add_argument("--no-access-log", action="store_true", help="do not log every request")
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
       if args.persist:
         held.enter_context(persist_lock(args.model))
       runner.enable_compilation_cache(common.compilation_cache_dir())  # warm-up programs persist across restarts
-      model = load_model(args.model)
+      model = load_model(args.model, args.quantize)
     except (OSError, ValueError, NotImplementedError, errors.UserError) as e:
       print(errors.one_line(e) or f"error: {e}", file=sys.stderr)
       return errors.EXIT_USER_ERROR
@@ -154,7 +156,8 @@ def serve(args, model, limits, access) -> int:
                time.perf_counter() - start)
     except Exception as e:  # a model without examples yet still serves /examples
       log.warning("warm-up prediction failed (%s: %s); serving anyway", type(e).__name__, e)
-  log.info("serving %s (kind %s, %d labels)", args.model, model.kind, len(model.labels))
+  log.info("serving %s (kind %s, %d labels%s)", args.model, model.kind, len(model.labels),
+           f", {args.quantize} encoders" if getattr(args, "quantize", None) else "")
   if access.api_key is None and args.host not in ("127.0.0.1", "localhost", "::1"):
     log.warning("listening on %s without an API key: anyone who reaches this address can %s; set --api-key or "
                 "FEWSHOT_NLU_API_KEY", args.host, "query the model" if access.read_only else

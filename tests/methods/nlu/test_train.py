@@ -13,6 +13,7 @@ import pytest
 
 import fewshot_nlu as fn
 from fewshot_nlu import predict
+from fewshot_nlu.encoders import quantize
 from fewshot_nlu.models.nlu_model import NLUModel
 
 NLU_YML = """version: "3.1"
@@ -117,6 +118,12 @@ def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_p
   assert predict.main(["--model", str(saved), text]) == 0
   shown = capsys.readouterr().out
   assert text in shown and "->" in shown
+  quantised = fn.load(saved, quantize="int8")  # both parts' encoders run int8 products
+  assert quantize.is_int8(quantised.intents.encoder.params)
+  assert quantize.is_int8(quantised.slots.retriever.encoder.params)
+  assert quantised.parse([text])[0]["text"] == text
+  assert predict.main(["--model", str(saved), "--quantize", "int8", text]) == 0
+  assert text in capsys.readouterr().out
   with pytest.raises(ValueError, match=r"entities\[0\]': characters \[3, 99\)"):
     model.add_examples([{"text": "hi there", "intent": "greet", "entities": [{"start": 3, "end": 99, "entity": "x"}]}])
 
