@@ -39,7 +39,8 @@ from encode import DEFAULT_DATA, load_sentences  # the same CLINC150 workload as
 from runner import REPO
 
 
-def start_server(model: str, batch_wait_ms: float | None, log: pathlib.Path) -> tuple[subprocess.Popen, str]:
+def start_server(model: str, batch_wait_ms: float | None, log: pathlib.Path,
+                 quantize: str | None = None) -> tuple[subprocess.Popen, str]:
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -47,6 +48,8 @@ def start_server(model: str, batch_wait_ms: float | None, log: pathlib.Path) -> 
          "--log-level", "warning"]
   if batch_wait_ms is not None:
     cmd += ["--batch-wait-ms", str(batch_wait_ms)]
+  if quantize:
+    cmd += ["--quantize", quantize]
   print("$", " ".join(cmd[1:]), flush=True)
   with open(log, "w") as out:
     process = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
@@ -165,6 +168,7 @@ def main() -> None:
   parser.add_argument("--client", nargs="+", choices=("httpx", "raw"), default=["httpx", "raw"],
                       help="load generators, each at every concurrency (default: both)")
   parser.add_argument("--batch-wait-ms", type=float, help="passed to the server (default: the server's)")
+  parser.add_argument("--quantize", choices=["int8"], help="passed to the server: int8 encoders (encoders.quantize)")
   parser.add_argument("--write", action="store_true", help="write the table to --output")
   parser.add_argument("--output", default=str(runner.RESULTS / "serve.md"))
   args = parser.parse_args()
@@ -172,7 +176,8 @@ def main() -> None:
   sentences = load_sentences(args.data, args.sentences)
   process = None
   if args.model:
-    process, url = start_server(args.model, args.batch_wait_ms, pathlib.Path(tempfile.gettempdir()) / "bench_serve.log")
+    process, url = start_server(args.model, args.batch_wait_ms, pathlib.Path(tempfile.gettempdir()) / "bench_serve.log",
+                                args.quantize)
   else:
     url = args.url.rstrip("/")
   try:

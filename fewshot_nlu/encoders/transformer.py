@@ -327,7 +327,8 @@ class TransformerLayer(nn.Module):
   @nn.compact
   def __call__(self, x, attention_mask, deterministic: bool, position_bias=None):
     cfg = self.cfg
-    attended = SelfAttention(cfg, self.dtype, self.int8, name="attention")(x, attention_mask, deterministic, position_bias)
+    attended = SelfAttention(cfg, self.dtype, self.int8, name="attention")(x, attention_mask, deterministic,
+                                                                           position_bias)
     attended = nn.Dropout(cfg.hidden_dropout)(attended, deterministic=deterministic)
     x = _layer_norm(cfg.layer_norm_eps, self.dtype, "attention_norm")(x + attended)
     h = _dense(cfg.intermediate_size, ("embed", "mlp"), self.dtype, "intermediate", self.int8)(x)
