@@ -91,8 +91,6 @@ def ours(args) -> list[dict]:
     quantization.quantize_encoders(encoder, quantize)
     rows.append({"what": "encode", "backend": f"fewshot_nlu (JAX {jax.__version__}{suffix})", "quantize": quantize,
                  **encode_table(encoder.encode, texts, args.calls)})
-    if quantize is None:
-      float_encoder = encoder
     for source in args.model or [None]:
       model = load_model(source, args.data_dir, encoder, quantize)
       start = time.perf_counter()
@@ -105,13 +103,12 @@ def ours(args) -> list[dict]:
       if hasattr(model, "predict_from"):  # an intent model: where its predict's time goes
         rows.append({"what": "breakdown", "model": rows[-1]["model"] + suffix, **breakdown(model, args.calls)})
       del model
-  encoder = float_encoder
 
   a = jnp.ones((1024, 1024), jnp.float32)
   dot = jax.jit(lambda x: x @ x)
   dot(a).block_until_ready()
   peak = percentiles(lambda: dot(a).block_until_ready(), 20)["p50_ms"]
-  tokens = len(encoder.tokenizer.encode([TEXT16], encoder.max_length)[0])
+  tokens = len(encoder.tokenizer.encode([TEXT16], encoder.max_length)[0])  # a quantised encoder's are the same
   cfg = encoder.cfg
   flops = 2 * cfg.num_layers * (tokens * 12 * cfg.hidden_size ** 2 + 2 * tokens ** 2 * cfg.hidden_size)
   encode_ms = rows[0]["text16_batch_1"]["p50_ms"]  # float32's

@@ -40,12 +40,14 @@ def untouched_rows(data_dir: str) -> list[dict]:
   from encoder_baselines import DATASETS, cell, split
   from fewshot_nlu.encoders import quantize as quantization
   from fewshot_nlu.encoders.sentence import SentenceEncoder
+  encoders = {}
+  for quantize in QUANTIZATIONS:
+    encoders[quantize] = SentenceEncoder.from_pretrained("minilm-l6", max_length=48, batch_size=64)
+    quantization.quantize_encoders(encoders[quantize], quantize)
   rows = []
   for dataset in DATASETS:
     by_quantization, vectors = {}, {}
-    for quantize in QUANTIZATIONS:
-      encoder = SentenceEncoder.from_pretrained("minilm-l6", max_length=48, batch_size=64)
-      quantization.quantize_encoders(encoder, quantize)
+    for quantize, encoder in encoders.items():
       by_quantization[quantize or "float32"] = cell(encoder, dataset, "10", data_dir)
       vectors[quantize] = encoder.encode(split(dataset, "test", data_dir).texts)
     cosine = np.sum(vectors[None] * vectors["int8"], axis=1)

@@ -157,7 +157,7 @@ def serve(args, model, limits, access) -> int:
     except Exception as e:  # a model without examples yet still serves /examples
       log.warning("warm-up prediction failed (%s: %s); serving anyway", type(e).__name__, e)
   log.info("serving %s (kind %s, %d labels%s)", args.model, model.kind, len(model.labels),
-           f", {args.quantize} encoders" if getattr(args, "quantize", None) else "")
+           f", {args.quantize} encoders" if args.quantize else "")
   if access.api_key is None and args.host not in ("127.0.0.1", "localhost", "::1"):
     log.warning("listening on %s without an API key: anyone who reaches this address can %s; set --api-key or "
                 "FEWSHOT_NLU_API_KEY", args.host, "query the model" if access.read_only else
