@@ -15,6 +15,11 @@ evaluation protocol, a CPU training budget (its docstring says how training diff
   python bench/retriever.py --part snips --only snips-frz  # one row of the SNIPS table
   python bench/retriever.py --part snips --only snips-tuned --seeds 0   # the support learnt, one seed
   python bench/retriever.py --part snips --only snips-tuned-encoder --seeds 0   # by the encoder (~5.6 h)
+  python bench/retriever.py --part snips --only snips-tuned-encoder --seeds 0 --folds 5,6,7   # a fold per run
+
+With ``--folds`` every fold is its own run and row (``<row>-<seed>-fold<k>``), so a long row lands fold by fold
+and a later session (another machine) goes on from the folds already in ``retriever.jsonl``; the table merges a
+seed's folds across rows and averages a seed only once all seven are in.
   python bench/retriever.py --part none --ablate no-negatives,dot   # development-data ablations on fold 1
 """
 
@@ -59,16 +64,21 @@ ABLATION_ROWS = RESULTS / "retriever_ablations.jsonl"
 
 
 def run_snips(args, runs_dir: pathlib.Path) -> None:
+  done = {(r["name"], r["seed"], f["test_domain"]) for r in load_rows(ROWS) for f in r["results"].get("folds", [])}
   for name, (variant, _, seeds) in SNIPS.items():
     if args.only and name not in args.only:
       continue
     chosen = name == "snips" or name in args.only  # --seeds applies to the default row or the rows named
     for seed in (args.seeds if chosen and args.seeds is not None else seeds):
-      row = run_main(name, seed, [f"--config=configs/retriever_snips.py:{variant}", f"--config.seed={seed}",
-                                  *args.extra], runs_dir / f"{name}-{seed}", ROWS)
-      if row:
-        print(f"  {name} seed {seed}: average F1 {row['results']['average_f1']:.2f}  wall {row['wall_seconds']:.0f}s",
-              flush=True)
+      command = [f"--config=configs/retriever_snips.py:{variant}", f"--config.seed={seed}", *args.extra]
+      for fold in args.folds or [None]:
+        if fold is not None and (name, seed, DOMAINS[fold - 1]) in done:
+          continue  # this fold of this seed is already a row (from a whole run or a fold run)
+        row = run_main(name, seed, command + ([f"--config.data.folds={fold},"] if fold else []),
+                       runs_dir / (f"{name}-{seed}" + (f"-fold{fold}" if fold else "")), ROWS)
+        if row:
+          print(f"  {name} seed {seed}{f' fold {fold}' if fold else ''}: average F1 "
+                f"{row['results']['average_f1']:.2f}  wall {row['wall_seconds']:.0f}s", flush=True)
 
 
 def run_ablations(args, runs_dir: pathlib.Path) -> None:
@@ -93,22 +103,35 @@ def snips_table(rows: list[dict]) -> list[str]:
            "| model | " + " | ".join(abbreviations) + " | Average F1 | seeds | wall (s) per seed |",
            "|---|" + "---:|" * 10]
   for name, (_, label, _) in SNIPS.items():
-    runs = [r for r in rows if r["name"] == name]
-    if not runs:
+    seeds = seed_folds([r for r in rows if r["name"] == name])
+    if not seeds:
       continue
-    cells = []
-    for domain in DOMAINS:
-      values = [f["f1"] for r in runs for f in r["results"]["folds"] if f["test_domain"] == domain]
-      cells.append(f"{statistics.mean(values):.2f}" if len(values) == len(runs) else "–")
-    averages = [r["results"]["average_f1"] for r in runs]
-    walls = " / ".join(f"{r['wall_seconds']:.0f}" for r in runs)
-    spread = f" ± {statistics.stdev(averages):.2f}" if len(averages) > 1 else ""
-    lines.append(f"| {label} (MiniLM-L6, ours) | " + " | ".join(cells)
-                 + f" | {statistics.mean(averages):.2f}{spread} | {len(runs)} "
-                 f"| {walls} |")
+    whole = {seed: f1 for seed, (f1, _) in seeds.items() if len(f1) == len(DOMAINS)}
+    partial = {seed: f1 for seed, (f1, _) in seeds.items() if seed not in whole}
+    if whole:
+      cells = [f"{statistics.mean(f1[d] for f1 in whole.values()):.2f}" for d in DOMAINS]
+      averages = [statistics.mean(f1.values()) for f1 in whole.values()]
+      spread = f" ± {statistics.stdev(averages):.2f}" if len(averages) > 1 else ""
+      walls = " / ".join(f"{seeds[s][1]:.0f}" for s in whole)
+      lines.append(f"| {label} (MiniLM-L6, ours) | " + " | ".join(cells)
+                   + f" | {statistics.mean(averages):.2f}{spread} | {len(whole)} | {walls} |")
+    for seed, f1 in partial.items():
+      cells = [f"{f1[d]:.2f}" if d in f1 else "–" for d in DOMAINS]
+      lines.append(f"| {label} (MiniLM-L6, ours), seed {seed}: {len(f1)} of {len(DOMAINS)} folds so far | "
+                   + " | ".join(cells) + f" | – | – | {seeds[seed][1]:.0f} so far |")
   for label, values in PAPER_SNIPS.items():
     lines.append(f"| {label} (BERT-base, paper) | " + " | ".join(f"{v:.2f}" for v in values) + " | | |")
   return lines
+
+
+def seed_folds(runs: list[dict]) -> dict[int, tuple[dict[str, float], float]]:
+  """seed -> ({test domain: F1}, wall seconds) over a row's runs, whole (seven folds) or one fold each."""
+  seeds: dict[int, tuple[dict[str, float], float]] = {}
+  for run in runs:
+    f1, wall = seeds.get(run["seed"], ({}, 0.0))
+    f1.update({fold["test_domain"]: fold["f1"] for fold in run["results"]["folds"]})
+    seeds[run["seed"]] = (f1, wall + run["wall_seconds"])
+  return seeds
 
 
 def ablation_table() -> list[str]:
@@ -188,6 +211,8 @@ def main() -> None:
                       help=f"comma-separated ablations to run on fold 1: {', '.join(ABLATIONS)}")
   parser.add_argument("--only", type=lambda v: v.split(","), default=[],
                       help=f"only these SNIPS rows (of {', '.join(SNIPS)})")
+  parser.add_argument("--folds", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                      help="SNIPS folds (1-7) to run, each as its own run and row; default: all seven in one run")
   parser.add_argument("--clinc-steps", type=int, default=10, help="training steps of the CLINC runs")
   parser.add_argument("--clinc-runs", type=int, default=3, help="how many of the CLINC runs (frz, pretrain, "
                       "finetune) to make")
