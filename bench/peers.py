@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import pathlib
-import platform
 import statistics
 import subprocess
 import sys
@@ -51,7 +50,7 @@ from collections import Counter
 
 import numpy as np
 
-from runner import REPO, RESULTS, load_rows, machine, mean_std, run_main
+from runner import REPO, RESULTS, cpu, load_rows, machine, mean_std, run_main
 
 ROWS = RESULTS / "peers.jsonl"
 QAID_ROWS = RESULTS / "qaid.jsonl"  # bench/qaid.py's runs of the same shipped configs (ConvFiT and QAID)
@@ -202,7 +201,7 @@ def run_setfit(st_python: str, dataset: str, shots: str, seed: int, sampling: st
           "command": f"python bench/peers.py --st-python ST_PYTHON --cells {dataset}:{shots} --seeds {seed} "
                      f"--peers setfit --setfit-sampling {sampling}"
                      + ("" if model == DEFAULT_BODY else f" --setfit-model {model}"),
-          "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"}
+          "machine": cpu()}
 
 
 # ---------------------------------------------------------------------------------------------- ours
@@ -246,7 +245,7 @@ def run_encoder(dataset: str, seed: int, data_dir: str, root: pathlib.Path) -> l
                      "fit_seconds": r["seconds"], "correct_by_train_count": correct_by_train_count(
                          pool.labels, test.labels, r[f"{key}_predicted"])},
                  "command": f"python bench/peers.py --cells {dataset}:{SKEWED} --seeds {seed} --peers encoder",
-                 "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"})
+                 "machine": cpu()})
   return rows
 
 

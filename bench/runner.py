@@ -25,8 +25,21 @@ def rerun_command(script: str) -> str:
   return " ".join(["python", f"bench/{pathlib.Path(script).name}", *args, "--write"])
 
 
+def cpu() -> str:
+  """This machine's CPU for a results row: architecture, cores, model name and widest vector extension (timings
+  differ 2-3x between the machines these benchmarks have run on: latency_notes.md)."""
+  try:
+    info = pathlib.Path("/proc/cpuinfo").read_text()
+  except OSError:
+    return f"{platform.machine()}, {os.cpu_count()} CPUs"
+  model = next((l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name")), "")
+  flags = set(next((l.split(":", 1)[1].split() for l in info.splitlines() if l.startswith("flags")), []))
+  vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
+  return ", ".join(x for x in (platform.machine(), f"{os.cpu_count()} CPUs", model, vector) if x)
+
+
 def machine() -> str:
-  return f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}."
+  return f"Machine: {cpu()}, Python {platform.python_version()}."
 
 def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path, rows_file: pathlib.Path,
              amend: Callable[[dict], None] | None = None) -> dict | None:
@@ -49,7 +62,7 @@ def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path
     amend(result)
   row = {"name": name, "seed": seed, "wall_seconds": round(wall, 1),
          "command": "python -m fewshot_nlu.main " + " ".join(config_args),
-         "results": result, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"}
+         "results": result, "machine": cpu()}
   rows_file.parent.mkdir(parents=True, exist_ok=True)
   with open(rows_file, "a", encoding="utf-8") as f:
     f.write(json.dumps(row) + "\n")

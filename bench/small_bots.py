@@ -35,14 +35,13 @@ import argparse
 import json
 import os
 import pathlib
-import platform
 import statistics
 import sys
 import time
 
 import numpy as np
 
-from runner import REPO, RESULTS, load_rows, machine, mean_std
+from runner import REPO, RESULTS, cpu, load_rows, machine, mean_std
 
 ROWS = RESULTS / "small_bots.jsonl"
 DEFAULT_DATA = os.environ.get("FEWSHOT_NLU_DATA", str(REPO.parent / "shared" / "data"))
@@ -153,7 +152,7 @@ def _row(name: str, dataset: str, seed: int, split: str, folder: pathlib.Path, p
          command: str, **extra) -> dict:
   return {"name": name, "dataset": dataset, "seed": seed, "split": split, "wall_seconds": round(wall, 1),
           "results": {**scores(folder, split, predicted), **extra}, "command": command,
-          "num_pool": len(read_raw(folder / "train")[0]), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"}
+          "num_pool": len(read_raw(folder / "train")[0]), "machine": cpu()}
 
 
 def run_setfit(st_python: str, folder: pathlib.Path, dataset: str, seed: int, split: str) -> dict:
