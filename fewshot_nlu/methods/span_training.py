@@ -342,10 +342,13 @@ def _packed(states: np.ndarray, batch: dict, length: int) -> tuple[jax.Array, di
   (``encoders.packing``: each attends to itself only; the prefix gave each its own positions), and the batch's
   span rows (utterance, first, last) moved to (packed row, first, last) in that row: the layers above the prefix
   then run on ~the real tokens instead of every utterance padded to the longest (a support set of short
-  utterances with one long one: a quarter of the work). ``mask`` becomes the block-diagonal [R, length, length]."""
+  utterances with one long one: a quarter of the work). ``mask`` becomes the block-diagonal [R, length, length].
+  R is the rows used rounded up to an even count, not to 8 as training batches are: one support set runs every
+  step on the same rows, so each R compiles once for all of them, and SNIPS 5-shot support sets fill 1.8-12.2
+  rows of 64 (rounded to 8, 14-79% of the rows' tokens were real: bench/results/retriever_notes.md)."""
   lengths = batch["mask"].sum(axis=1)
   count = int((lengths > 0).sum())  # the utterances; the rows after them pad the batch
-  packed = batching.pack_rows([states[u, : lengths[u]] for u in range(count)], length, row_multiple=8)
+  packed = batching.pack_rows([states[u, : lengths[u]] for u in range(count)], length, row_multiple=2)
   row_of, start_of = np.zeros(len(lengths), np.int32), np.zeros(len(lengths), np.int32)
   for r, position in zip(*np.nonzero((packed["offsets"] == 0) & (packed["owner"] >= 0))):
     row_of[packed["owner"][r, position]], start_of[packed["owner"][r, position]] = r, position
