@@ -16,11 +16,11 @@ evaluation protocol, a CPU training budget (its docstring says how training diff
   python bench/retriever.py --part snips --only snips-tuned --seeds 0   # the support learnt, one seed
   python bench/retriever.py --part snips --only snips-tuned-encoder --seeds 0   # by the encoder (~5.6 h)
   python bench/retriever.py --part snips --only snips-tuned-encoder --seeds 0 --folds 5,6,7   # a fold per run
+  python bench/retriever.py --part none --ablate no-negatives,dot   # development-data ablations on fold 1
 
 With ``--folds`` every fold is its own run and row (``<row>-<seed>-fold<k>``), so a long row lands fold by fold
 and a later session (another machine) goes on from the folds already in ``retriever.jsonl``; the table merges a
 seed's folds across rows and averages a seed only once all seven are in.
-  python bench/retriever.py --part none --ablate no-negatives,dot   # development-data ablations on fold 1
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def run_snips(args, runs_dir: pathlib.Path) -> None:
     for seed in (args.seeds if chosen and args.seeds is not None else seeds):
       command = [f"--config=configs/retriever_snips.py:{variant}", f"--config.seed={seed}", *args.extra]
       for fold in args.folds or [None]:
-        if fold is not None and (name, seed, DOMAINS[fold - 1]) in done:
-          continue  # this fold of this seed is already a row (from a whole run or a fold run)
+        if all((name, seed, domain) in done for domain in (DOMAINS if fold is None else DOMAINS[fold - 1:fold])):
+          continue  # already rows (from a whole run or fold runs), on this machine or another
         row = run_main(name, seed, command + ([f"--config.data.folds={fold},"] if fold else []),
                        runs_dir / (f"{name}-{seed}" + (f"-fold{fold}" if fold else "")), ROWS)
         if row:

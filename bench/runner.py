@@ -32,8 +32,11 @@ def cpu() -> str:
     info = pathlib.Path("/proc/cpuinfo").read_text()
   except OSError:
     return f"{platform.machine()}, {os.cpu_count()} CPUs"
-  model = next((l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name")), "")
-  flags = set(next((l.split(":", 1)[1].split() for l in info.splitlines() if l.startswith("flags")), []))
+  fields: dict[str, str] = {}
+  for line in info.splitlines():  # the first CPU's fields
+    key, _, value = line.partition(":")
+    fields.setdefault(key.strip(), value.strip())
+  model, flags = fields.get("model name", ""), set(fields.get("flags", "").split())
   vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
   return ", ".join(x for x in (platform.machine(), f"{os.cpu_count()} CPUs", model, vector) if x)
 
