@@ -123,25 +123,30 @@ def persist_lock(model_dir: str):
 WARM_UP_TOKENS = 48  # utterances up to this many tokens (a chatbot's traffic) compile before the first request
 
 
-def warm_up(model, max_batch: int) -> int:
-  """Compiles what the server's model calls run before the first request pays for it: one prediction per
-  program — each length bucket up to ``WARM_UP_TOKENS`` at one row and at the largest gathered batch
-  (``max_batch`` rows: full encoder batches pad to the fine buckets), and each coarse bucket at the powers of two
-  of rows between (the short gathered batches; ``encoders.inference``). The programs land in the
-  persistent compilation cache (``$FEWSHOT_NLU_JAX_CACHE``), so a restart loads them. Returns the calls made."""
+def warm_up_shapes(max_batch: int) -> list[tuple[int, int]]:
+  """The (rows, tokens) shapes ``warm_up`` compiles: each length bucket up to ``WARM_UP_TOKENS`` at one row and at
+  the largest gathered batch (``max_batch`` rows, rounded down to a power of two: full encoder batches pad to the
+  fine buckets), and each coarse bucket at the powers of two of rows between (the short gathered batches;
+  ``encoders.inference``)."""
   from fewshot_nlu.data import batching
   buckets = [b for b in batching.length_buckets(WARM_UP_TOKENS, batching.INFERENCE_BUCKETS) if b <= WARM_UP_TOKENS]
-  calls = 0
   largest = 1 << (max_batch.bit_length() - 1)
-  rows = 1
+  shapes, rows = [], 1
   while rows <= largest:
-    # One row and the largest gathered batch (whose full encoder batches keep the fine lengths) at every bucket;
-    # the short multi-row batches between at the coarse ones.
-    for length in (buckets if rows in (1, largest) else batching.coarse_buckets(buckets)):
-      model.predict([" ".join(["hello"] * max(1, length - 2))] * rows)  # [CLS] + words + [SEP]: that bucket
-      calls += 1
+    shapes += [(rows, length) for length in (buckets if rows in (1, largest) else batching.coarse_buckets(buckets))]
     rows *= 2
-  return calls
+  return shapes
+
+
+def warm_up(model, max_batch: int) -> int:
+  """Compiles what the server's model calls run before the first request pays for it: one prediction per shape of
+  ``warm_up_shapes``, under a progress bar. The programs land in the persistent compilation cache
+  (``$FEWSHOT_NLU_JAX_CACHE``), so a restart loads them. Returns the calls made."""
+  from fewshot_nlu import console
+  shapes = warm_up_shapes(max_batch)
+  for rows, length in console.bar(shapes, desc="warm-up: compiling", unit="shape"):
+    model.predict([" ".join(["hello"] * max(1, length - 2))] * rows)  # [CLS] + words + [SEP]: that bucket
+  return len(shapes)
 
 
 def serve(args, model, limits, access) -> int:
@@ -151,6 +156,8 @@ def serve(args, model, limits, access) -> int:
   if not args.no_warmup:
     try:
       start = time.perf_counter()
+      log.info("warming up: compiling the model's programs for %d request shapes before serving (once: later "
+               "starts load them from the cache; --no-warmup skips)", len(warm_up_shapes(args.max_batch)))
       calls = warm_up(model, args.max_batch)
       log.info("warmed up: %d shapes compiled in %.1f s (cached for later starts)", calls,
                time.perf_counter() - start)

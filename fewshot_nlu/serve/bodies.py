@@ -128,13 +128,18 @@ def predict_request(body: dict, limits: Limits) -> PredictRequest:
 
 
 def examples_request(body: dict, query: dict[str, str], limits: Limits) -> ExamplesRequest:
-  """``{"texts": [...], "labels": [...]}`` and the query ``?persist=true|false``."""
+  """``{"texts": [...], "labels": [...], "entities": [...]?}``, or the examples as Python's ``add_examples``
+  takes them, ``{"examples": [{"text": ..., "intent": ..., "entities": [...]}, ...]}``; and the query
+  ``?persist=true|false``."""
   unknown = sorted(set(query) - {"persist"})
   if unknown:
     raise BadRequest(f"unknown query parameter {unknown[0]!r}; the only one is 'persist'")
   persist = query.get("persist", "false").lower()
   if persist not in ("true", "false", "1", "0"):
     raise BadRequest(f"persist: expected true or false, got {query['persist']!r}")
+  if "examples" in body:
+    _known_fields(body, required=("examples",), optional=())
+    body = _columns(body["examples"])
   _known_fields(body, required=("texts", "labels"), optional=("entities",))
   found = texts(body["texts"], "texts", limits)
   labels = body["labels"]
@@ -154,6 +159,31 @@ def examples_request(body: dict, query: dict[str, str], limits: Limits) -> Examp
       raise BadRequest(f"labels[{i}]: expected a non-empty string (a slot filler's: its BIO tags, a string or a "
                        f"list of strings) of at most {limits.max_chars} characters, got {_short(label)}")
   return ExamplesRequest(found, labels, persist in ("true", "1"), entities)
+
+
+def _columns(examples: Any) -> dict:
+  """``{"examples": [{"text", "intent"?, "entities"?}, ...]}`` as the ``texts`` / ``labels`` / ``entities``
+  columns (``entities`` only where an example has some)."""
+  if not isinstance(examples, list) or not examples:
+    raise BadRequest(f"examples: expected a non-empty list of {{text, intent, entities}} objects, got "
+                     f"{_short(examples)}")
+  columns = {"texts": [], "labels": [], "entities": []}
+  for i, example in enumerate(examples):
+    if not isinstance(example, dict):
+      raise BadRequest(f"examples[{i}]: expected an object {{text, intent, entities}}, got {_kind(example)}")
+    unknown = sorted(set(example) - {"text", "intent", "entities"})
+    if unknown:
+      raise BadRequest(f"examples[{i}]: unknown field {unknown[0]!r}; the fields are text, intent, entities")
+    if "text" not in example:
+      raise BadRequest(f"examples[{i}]: missing field 'text'")
+    if example.get("intent") is None and not example.get("entities"):
+      raise BadRequest(f"examples[{i}]: give an 'intent', 'entities' or both")
+    columns["texts"].append(example["text"])
+    columns["labels"].append(example.get("intent"))
+    columns["entities"].append(example.get("entities", []))
+  if not any(columns["entities"]):
+    del columns["entities"]
+  return columns
 
 
 def parse_request(body: dict, limits: Limits) -> ParseRequest:

@@ -255,6 +255,17 @@ def test_the_server_answers_model_parse_and_takes_annotated_examples(nlu_yml, ti
         "entities": [[{"start": 3, "end": 6, "entity": "size_word"}], []]})
     assert added.status_code == 200, added.text
     assert set(added.json()["new_labels"]) == {"menu", "size_word"}
+    added = server.client.post("/examples", json={"examples": [  # the form Python's add_examples takes
+        {"text": "one tiny pie", "intent": "order_pie", "entities": [{"start": 4, "end": 8, "entity": "size_word"}]},
+        {"text": "bye now", "intent": "goodbye"}]})
+    assert added.status_code == 200, added.text
+    assert set(added.json()["new_labels"]) == {"order_pie", "goodbye"}
+    for body, message in (({"examples": [{"text": "hey"}]}, "examples[0]: give an 'intent', 'entities' or both"),
+                          ({"examples": [{"text": "hey", "label": "a"}]}, "examples[0]: unknown field 'label'"),
+                          ({"examples": [], "texts": []}, "unknown field 'texts'"),
+                          ({"examples": "hey"}, "examples: expected a non-empty list")):
+      bad = server.client.post("/examples", json=body)
+      assert bad.status_code == 400 and message in bad.json()["error"], (body, bad.text)
     bad = server.client.post("/model/parse", json={"text": ""})
     assert bad.status_code == 400 and "text: empty text" in bad.json()["error"]
     asked = server.client.post("/model/parse", json={"text": "a large one", "requested_slot": "size"})
