@@ -16,6 +16,7 @@ import json
 import os
 import pathlib
 import re
+import shlex
 from typing import Any, Mapping
 
 from fewshot_nlu import workdirs
@@ -169,13 +170,32 @@ def _metric_lines(results: Mapping | None) -> list[str]:
   return lines + [""]
 
 
+EXAMPLE_FILES = ("index/payloads.jsonl", "support.jsonl", "intents/index/payloads.jsonl", "slots/support.jsonl")
+DEFAULT_EXAMPLE = "I lost my card"
+
+
+def example_text(directory) -> str:
+  """A text for the card's examples: the export's first indexed example (its own domain's words, not a banking
+  phrase on a pizza bot), else ``DEFAULT_EXAMPLE``."""
+  for name in EXAMPLE_FILES:
+    path = directory / name
+    if path.exists():
+      with path.open(encoding="utf-8") as f:
+        line = f.readline()
+      text = json.loads(line).get("text") if line.strip() else None
+      if isinstance(text, str) and text.strip():
+        return " ".join(text.split())
+  return DEFAULT_EXAMPLE
+
+
 def _loading_lines(directory, kind: str | None, has_st: bool) -> list[str]:
   shown = _shown(directory)
   lines = ["## Use it here", ""]
   if kind is not None:
-    lines += ["```bash", f"python -m fewshot_nlu.predict --model {shown} \"I lost my card\"", "```", "",
+    text = example_text(directory)
+    lines += ["```bash", f"python -m fewshot_nlu.predict --model {shown} {shlex.quote(text)}", "```", "",
               "```python", "from fewshot_nlu import models", "",
-              f"model = models.load({shown!r})", "print(model.predict([\"I lost my card\"]))", "```", ""]
+              f"model = models.load({shown!r})", f"print(model.predict([{json.dumps(text)}]))", "```", ""]
   else:
     lines += [f"As the base model of another run (`--config.model.name={shown}`), or as an encoder:",
               "", "```python", "from fewshot_nlu.encoders.sentence import SentenceEncoder", "",

@@ -25,6 +25,8 @@ def test_saved_model_has_a_card_from_the_export_alone(tiny_bert_dir, tmp_path):
   assert "**Model kind:** `intent_model`" in card
   assert "no training run is recorded" in card
   assert f"models.load({str(export)!r})" in card and "python -m fewshot_nlu.predict --model" in card
+  first = " ".join(tiny.CORPUS[0].split())  # the card's example is the model's own first example, not a bank's
+  assert f"print(model.predict([{json.dumps(first)}]))" in card and "I lost my card" not in card.split("## Use it in")[0]
   assert f"SentenceTransformer({str(export)!r})" in card  # it holds modules.json
   assert "- `modules.json`" in card and "- `index/`" in card and "README.md`" not in card
 
