@@ -14,7 +14,8 @@ showing the evidence behind each prediction:
 
 ``--reject`` (single-label intent models: ``intent_model``, ``qaid``) answers ``out_of_scope`` where the rejection
 score is below the threshold calibrated when the model was exported (``models.rejection``: the 10th percentile of
-held-out in-scope utterances' scores, or of the training examples' leave-one-out scores), or below
+held-out in-scope utterances' scores: a development split's, or ConvFiT's training examples held out of a second
+Stage 2; else of the training examples' leave-one-out scores), or below
 ``--threshold T``. Rejection scores: k-NN, the summed cosine of the voting neighbours (k = 1: the cosine, in
 [-1, 1]); MLP / logistic regression, the cosine of the nearest example (the intent and its shown score stay the
 head's; exports calibrated before 2026-11-25 threshold its probability); QAID, Eq. (1)'s late-interaction Score in

@@ -12,8 +12,9 @@ never used to choose anything.
 The parts:
   * ``intents``: the intent method's own config, as ``fit`` builds it for these examples (ConvFiT by default,
     its row of §3 by the examples per intent; QAID with ``:qaid``), trained on the examples that have an
-    intent; its out-of-scope threshold is calibrated as that method does it (ConvFiT: on the training examples,
-    leave-one-out, since a team's data has no development split);
+    intent; its out-of-scope threshold is calibrated as that method does it (ConvFiT, since a team's data has no
+    development split: on half of each intent's examples held out of a second Stage 2 on the other half,
+    ``intents.eval.calibration_rule``);
   * ``slots``: a slot filler (``models.slot_filler``) over words that keep their character offsets, starting from
     ``slots.encoder``: ``general`` (the general span encoder ``configs/span_encoder.py`` installs, trained on
     public slot corpora; the untouched MiniLM cut at ``slots.encoder_layers`` when none is installed, said in

@@ -35,8 +35,10 @@ worse, bench/results/oos_notes.md; prototypes likewise; the decision is still th
     cosine of the nearest other example). Out-of-fold only as far as the neighbours go: a specialised encoder
     (ConvFiT, the baseline) was trained on these very examples, which pulls same-intent examples together, so
     their leave-one-out scores run higher than those of new in-scope utterances and the threshold rejects more
-    than 10% of in-scope traffic (15-23% on CLINC150). With an untouched encoder it is exactly out-of-fold (with
-    one example fewer per intent than at test).
+    than 10% of in-scope traffic (15-23% on CLINC150, 26-53% on small bots). With an untouched encoder it is
+    exactly out-of-fold (with one example fewer per intent than at test). ConvFiT without a development split
+    calibrates instead on half of its examples held out of a second Stage 2 (``methods.convfit.stage2``): their
+    ``scores``.
 Exports calibrated before 2026-11-25 thresholded an MLP's top probability (5-fold out-of-fold MLPs); their
 ``Rejection.score`` says so and they keep rejecting by it.
 """
@@ -230,17 +232,22 @@ class IntentModel:
     return REJECTION_SCORES[self.classifier]
 
   def calibrate_rejection(self, quantile: float = rejection.DEFAULT_QUANTILE, *, texts: Sequence[str] | None = None,
-                          source: str = "held-out", show_progress: bool = False) -> rejection.Rejection:
+                          source: str = "held-out", show_progress: bool = False,
+                          scores: np.ndarray | None = None) -> rejection.Rejection:
     """Sets (and returns) ``rejection``: the ``quantile`` quantile of the rejection scores (``rejection_score``
-    of the classifier) of ``texts``, held-out in-scope utterances (``source`` names them in the rule), or without
-    them of the indexed examples left out one at a time (no encoding). See the module docstring."""
+    of the classifier) of ``texts``, held-out in-scope utterances (``source`` names them in the rule), or the
+    ``scores`` such utterances got elsewhere (ConvFiT's held-out half, scored under its own encoder: ``source``
+    names them whole), or without either of the indexed examples left out one at a time (no encoding). See the
+    module docstring."""
     score = REJECTION_SCORES[self.classifier]
-    if texts is not None:
+    what = f"{self.k}-NN vote" if score == "prediction" else "nearest example's cosine"
+    if scores is not None:
+      rule = f"{what} of {len(scores)} {source}"
+    elif texts is not None:
       if not len(texts):
         raise ValueError(f"no {source} utterances to calibrate the out-of-scope threshold on")
       predictions = self.predict(texts, neighbours=1, show_progress=show_progress)
       scores = np.array([rejection.score_of(p, score) for p in predictions])
-      what = f"{self.k}-NN vote" if score == "prediction" else "nearest example's cosine"
       rule = f"{what} of {len(texts)} {source} in-scope utterances"
     else:
       vectors, labels = self.index.vectors, [p["label"] for p in self.index.payloads]

@@ -116,12 +116,14 @@ def mesh_and_batch(config: ml_collections.ConfigDict) -> tuple[Any, int]:
 
 def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any, logical_axes: Any,
           loss_fn: LossFn, stream: EpochStream, mesh, writer: MetricWriter, *, grads_fn: GradsFn | None = None,
-          total_steps: int | None = None, callback=None, callback_every: int = 0) -> tuple[Any, int]:
+          total_steps: int | None = None, callback=None, callback_every: int = 0,
+          description: str | None = None) -> tuple[Any, int]:
   """Runs the resumable training loop (``config.train.epochs`` of ``stream`` unless ``total_steps`` is
   given, at least ``config.train.min_steps`` and at most ``config.train.max_steps`` when the config has them
   > 0); returns (trained params on host,
   the steps trained: the schedule's length, or where a ``callback`` stopped it early). ``callback`` /
-  ``callback_every``: see ``train.loop.train``."""
+  ``callback_every``: see ``train.loop.train``. ``description``: the progress bar's label (default: the method
+  and its data)."""
   total_steps = max(total_steps or stream.total_steps(config.train.epochs), config.train.get("min_steps", 0))
   if config.train.get("max_steps", 0):
     total_steps = min(total_steps, config.train.max_steps)
@@ -130,7 +132,7 @@ def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any,
   try:
     state = loop.train(training=training, stream=stream, total_steps=total_steps, mesh=mesh,
                        checkpointer=checkpointer, writer=writer, log_every=config.train.log_every,
-                       description=_description(config),
+                       description=description or _description(config),
                        callback=callback, callback_every=callback_every,
                        divergence_hint=f"lower config.train.learning_rate (now {config.train.learning_rate:g})")
   finally:

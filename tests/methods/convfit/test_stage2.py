@@ -13,6 +13,7 @@ from configs import convfit_base
 from fewshot_nlu import main, predict
 from fewshot_nlu.config_checks import ConfigError
 from fewshot_nlu.data import splits
+from fewshot_nlu.data.intent_folder import IntentSplit
 from fewshot_nlu.encoders import pretrained
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.methods.convfit import stage2 as convfit
@@ -107,10 +108,35 @@ def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, vari
   assert ("specialised encoder" in report) == config.stage2.enabled and "took" in report.splitlines()[-1]
   assert loaded.rejection.to_dict() == results["rejection"]  # calibrated at export, saved with it
   assert loaded.rejection.score == ("prediction" if kind == "knn" else "nearest")
+  calibration = tmp_path / "run" / convfit.CALIBRATION_FOLDER
   if config.eval.calibration_split:  # on the split's utterances, not the pool
     assert loaded.rejection.rule.endswith("of 2 intent_folder/test in-scope utterances") and loaded.rejection.rows == 2
-  else:
-    assert loaded.rejection.rule.startswith("leave-one-out")
+  elif config.stage2.enabled:  # the shipped rule: 1 of each intent's 3 examples held out of a second Stage 2
+    assert "of 4 training utterances held out of a second Stage 2" in loaded.rejection.rule
+    assert loaded.rejection.rows == 4 and not (calibration / "checkpoints").exists()
+    saved = json.loads((calibration / "scores.json").read_text())
+    assert (saved["held_out"], saved["kept"]) == (4, 8)
+    assert loaded.rejection.threshold == pytest.approx(np.quantile(saved["scores"], 0.1))
+  else:  # no Stage 2, nothing trained on the examples: leave-one-out is out of fold
+    assert loaded.rejection.rule.startswith("leave-one-out") and not calibration.exists()
+
+
+def test_the_leave_one_out_calibration_rule_trains_no_second_stage2(tmp_path, tiny_bert_dir, toy_intents):
+  config = _stage2_config(toy_intents, tiny_bert_dir, eval__calibration_rule="leave_one_out")
+  results = main.run(config, tmp_path / "run")
+  assert results["rejection"]["rule"].startswith("leave-one-out") and results["rejection"]["rows"] == 12
+  assert not (tmp_path / "run" / convfit.CALIBRATION_FOLDER).exists()
+
+
+def test_the_held_out_half_is_half_of_each_intent_drawn_by_the_seed():
+  labels = ["a"] * 5 + ["b"] * 2 + ["c"]
+  split = IntentSplit([f"t{i}" for i in range(8)], labels, "x")
+  kept, held = convfit.half_split(split, seed=0)
+  assert collections.Counter(held.labels) == {"a": 2, "b": 1} and collections.Counter(kept.labels) == {
+      "a": 3, "b": 1, "c": 1}
+  assert sorted(kept.texts + held.texts) == sorted(split.texts)
+  assert convfit.half_split(split, seed=0) == (kept, held)
+  assert any(convfit.half_split(split, seed=s)[1].texts != held.texts for s in range(1, 6))
 
 
 def test_auto_classifier_is_the_candidate_most_accurate_on_the_development_split(tmp_path, tiny_bert_dir,
