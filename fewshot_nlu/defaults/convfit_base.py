@@ -24,9 +24,9 @@ n = 3. Deviations, each measured:
   * ``eval.calibration_split`` = "valid" (the benchmark datasets): the out-of-scope threshold (not in the paper)
     is calibrated on the development split's in-scope utterances, by their nearest example's cosine; without one
     (a user's data), ``eval.calibration_rule`` = "held_out_half": Stage 2 runs a second time on half of each
-    intent's examples and the other half is scored as new utterances (on small bots it keeps 84-98% of new
-    in-scope utterances where the leave-one-out rule kept 47-72%, for about one more Stage 2:
-    bench/results/oos_notes.md);
+    intent's examples and the other half is scored as new utterances (on small bots it keeps 62-97% of new
+    in-scope utterances, 85% on average, where the leave-one-out rule kept 41-79%, for about one more Stage 2:
+    bench/results/oos_bots.md);
   * ``train.min_steps`` = 100: a floor under the epoch schedule. A small bot's 40-170 utterances get 10-60 steps
     from 10 epochs and are under-trained; with the floor, on the small bots' development splits (class
     prototypes, 3 seeds): SNIPS 86.9 -> 90.1, HWU64 89.6 -> 90.7, CLINC150 level (bench/results/small_bots_notes.md).
@@ -108,7 +108,7 @@ def get_config(dataset: str, shots: str = "10") -> ml_collections.ConfigDict:
   # held-out in-scope utterances the out-of-scope threshold is calibrated on ("": eval.calibration_rule)
   config.eval.calibration_split = "valid" if dataset in DATASETS_WITH_VALID else ""  # likewise
   # without a calibration split: "held_out_half" (a second Stage 2 on half of each intent's examples scores the
-  # other half) | "leave_one_out" (no second training; over-rejects: bench/results/oos_notes.md)
+  # other half) | "leave_one_out" (no second training; over-rejects: bench/results/oos_bots.md)
   config.eval.calibration_rule = "held_out_half"
   return config
 

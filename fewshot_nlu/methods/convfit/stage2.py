@@ -48,8 +48,8 @@ Out-of-scope rejection (not in the paper; ``models.intent_model``): the export's
 ``eval.calibration_rule``: ``held_out_half`` (the shipped default) trains Stage 2 a second time on half of each
 intent's examples and scores the other half as new utterances; ``leave_one_out`` scores the training pool left
 out one at a time under the final encoder (no second training, but that encoder was trained on those very
-examples: on small bots it rejected 30-50% of new in-scope utterances where it aims at 10%;
-bench/results/oos_notes.md).
+examples: on small bots it rejected 21-59% of new in-scope utterances where it aims at 10%, the held-out half
+3-38%; bench/results/oos_bots.md).
 """
 
 from __future__ import annotations
@@ -300,7 +300,7 @@ def _calibrate_rejection(config, workdir: pathlib.Path, model, train_split: Inte
   intent's training examples against an encoder that Stage 2 trained on the other half (``held_out_scores``),
   ``leave_one_out`` the pool left out one at a time under the encoder trained on all of it (no training; the
   encoder pulled those very examples together, so the threshold rejects far more than its quantile of new
-  in-scope traffic: on small bots 30-50%, bench/results/oos_notes.md)."""
+  in-scope traffic: on small bots 21-59%, bench/results/oos_bots.md)."""
   split = config.eval.calibration_split
   if split:
     held_out = splits.read_split(config, split)
