@@ -35,7 +35,7 @@ worse, bench/results/oos_notes.md; prototypes likewise; the decision is still th
     cosine of the nearest other example). Out-of-fold only as far as the neighbours go: a specialised encoder
     (ConvFiT, the baseline) was trained on these very examples, which pulls same-intent examples together, so
     their leave-one-out scores run higher than those of new in-scope utterances and the threshold rejects more
-    than 10% of in-scope traffic (15-23% on CLINC150, 26-53% on small bots). With an untouched encoder it is
+    than 10% of in-scope traffic (15-23% on CLINC150, 21-59% on small bots: bench/results/oos_bots.md). With an untouched encoder it is
     exactly out-of-fold (with one example fewer per intent than at test). ConvFiT without a development split
     calibrates instead on half of its examples held out of a second Stage 2 (``methods.convfit.stage2``): their
     ``scores``.
