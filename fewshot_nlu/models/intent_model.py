@@ -35,10 +35,10 @@ worse, bench/results/oos_notes.md; prototypes likewise; the decision is still th
     cosine of the nearest other example). Out-of-fold only as far as the neighbours go: a specialised encoder
     (ConvFiT, the baseline) was trained on these very examples, which pulls same-intent examples together, so
     their leave-one-out scores run higher than those of new in-scope utterances and the threshold rejects more
-    than 10% of in-scope traffic (15-23% on CLINC150, 21-59% on small bots: bench/results/oos_bots.md). With an untouched encoder it is
-    exactly out-of-fold (with one example fewer per intent than at test). ConvFiT without a development split
-    calibrates instead on half of its examples held out of a second Stage 2 (``methods.convfit.stage2``): their
-    ``scores``.
+    than 10% of in-scope traffic (15-23% on CLINC150, 21-59% on small bots: bench/results/oos_bots.md). With an
+    untouched encoder it is exactly out-of-fold (with one example fewer per intent than at test). ConvFiT without
+    a development split calibrates instead on half of its examples held out of a second Stage 2
+    (``methods.convfit.stage2``): their ``scores``.
 Exports calibrated before 2026-11-25 thresholded an MLP's top probability (5-fold out-of-fold MLPs); their
 ``Rejection.score`` says so and they keep rejecting by it.
 """
