@@ -43,6 +43,8 @@ import os
 import pathlib
 import sys
 
+from fewshot_nlu.encoders import QUANTIZATIONS
+
 
 def read_examples(path: pathlib.Path) -> tuple[list[str], list[str]]:
   from fewshot_nlu.data.tsv import read_two_columns
@@ -113,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument("--threshold", type=float, help="with --reject (implied): this score threshold instead of the "
                       "calibrated one (on the model's own scale, see above)")
   parser.add_argument("--save", action="store_true", help="with --add / --support: save the examples into --model")
-  parser.add_argument("--quantize", choices=["int8"], help="run the encoders' dense layers as int8 products: "
+  parser.add_argument("--quantize", choices=QUANTIZATIONS,
+                      help="run the encoders' dense layers as int8 products: "
                       "faster at batch 1 on a CPU, predictions close to float32's (encoders.quantize)")
   args = parser.parse_args(argv)
   os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -27,7 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-QUANTIZATIONS = ("int8",)  # what ``quantize=`` accepts (None: float32, as trained)
+from fewshot_nlu.encoders import QUANTIZATIONS
+
 INT8_MAX = 127
 # The dense layers of ``transformer.TransformerLayer`` that run as int8 products, as paths inside ``layer_<i>``.
 QUANTIZED_DENSES = (("attention", "query"), ("attention", "key"), ("attention", "value"), ("attention", "output"),

@@ -23,6 +23,8 @@ import contextlib
 import logging
 import os
 import sys
+
+from fewshot_nlu.encoders import QUANTIZATIONS
 import time
 
 
@@ -55,7 +57,8 @@ def parse_args(argv: list[str] | None):
                       "default: none, so no web page can)")
   parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                       help="a Host name the server answers to besides localhost names and --host (repeatable)")
-  parser.add_argument("--quantize", choices=["int8"], help="serve with the encoders' dense layers as int8 products: "
+  parser.add_argument("--quantize", choices=QUANTIZATIONS,
+                      help="serve with the encoders' dense layers as int8 products: "
                       "lower latency on a CPU, predictions close to float32's (encoders.quantize)")
   parser.add_argument("--verbose", action="store_true", help="also show libraries' start-up and probing lines")
   parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
@@ -144,6 +147,9 @@ def warm_up(model, max_batch: int) -> int:
   (``$FEWSHOT_NLU_JAX_CACHE``), so a restart loads them. Returns the calls made."""
   from fewshot_nlu import console
   shapes = warm_up_shapes(max_batch)
+  logging.getLogger("fewshot_nlu.serve").info(
+      "warming up: compiling the model's programs for %d request shapes before serving (once: later starts load "
+      "them from the cache; --no-warmup skips)", len(shapes))
   for rows, length in console.bar(shapes, desc="warm-up: compiling", unit="shape"):
     model.predict([" ".join(["hello"] * max(1, length - 2))] * rows)  # [CLS] + words + [SEP]: that bucket
   return len(shapes)
@@ -156,8 +162,6 @@ def serve(args, model, limits, access) -> int:
   if not args.no_warmup:
     try:
       start = time.perf_counter()
-      log.info("warming up: compiling the model's programs for %d request shapes before serving (once: later "
-               "starts load them from the cache; --no-warmup skips)", len(warm_up_shapes(args.max_batch)))
       calls = warm_up(model, args.max_batch)
       log.info("warmed up: %d shapes compiled in %.1f s (cached for later starts)", calls,
                time.perf_counter() - start)
