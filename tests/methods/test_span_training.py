@@ -113,3 +113,45 @@ def test_support_loss_on_packed_rows_equals_padded_rows(kind, tiny_bert_dir, tin
   np.testing.assert_allclose(float(packed_loss), float(padded_loss), rtol=1e-5, atol=1e-6)
   for a, b in zip(jax.tree.leaves(packed_grads), jax.tree.leaves(padded_grads)):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-3, atol=1e-5)
+
+
+def test_swapped_values_put_another_value_of_the_same_label_in_the_same_context():
+  """``swapped_values`` (slot-value substitution): every copy keeps its utterance's words outside the slots and
+  the slots' labels in order, each value is one the support holds for that label and not the slot's own where
+  the label has another, the tags follow the new words; utterances without entities are not copied; seeded."""
+  support = [{"tokens": "play the song hey jude by the beatles".split(),
+              "tags": ["O", "O", "O", "B-song", "I-song", "O", "B-artist", "I-artist"]},
+             {"tokens": "play yesterday , please".split(), "tags": ["O", "B-song", "O", "O"]},
+             {"tokens": "put on some adele".split(), "tags": ["O", "O", "O", "B-artist"]},
+             {"tokens": "hello there".split(), "tags": ["O", "O"]}]
+  values = {"song": {("hey", "jude"), ("yesterday",)}, "artist": {("the", "beatles"), ("adele",)}}
+  copies = retriever_training.swapped_values(support, 2, seed=3)
+  assert len(copies) == 2 * 3  # the utterance without entities is not copied
+  for original, copy in zip(support[:3] * 2, copies):
+    assert len(copy["tokens"]) == len(copy["tags"])
+    old, new = labelled_spans(original["tags"]), labelled_spans(copy["tags"])
+    assert [label for _, _, label in new] == [label for _, _, label in old]
+    context = lambda u, spans: [w for i, w in enumerate(u["tokens"])  # noqa: E731
+                                if not any(s <= i < e for s, e, _ in spans)]
+    assert context(copy, new) == context(original, old)
+    for (s, e, label), (s0, e0, _) in zip(new, old):
+      assert tuple(copy["tokens"][s:e]) in values[label] and copy["tokens"][s:e] != original["tokens"][s0:e0]
+  assert retriever_training.swapped_values(support, 2, seed=3) == copies
+  assert retriever_training.swapped_values(support, 0) == []
+  only = [{"tokens": ["play", "yesterday"], "tags": ["O", "B-song"]}]  # one value of the label: kept
+  assert retriever_training.swapped_values(only, 1) == only
+
+
+def test_learning_the_support_with_swapped_values_learns_from_the_copies_too(tiny_bert_dir):
+  """``SupportTuning.value_swaps``: the copies join the support set, so the learnt encoder differs from learning
+  the examples alone (the same steps, seed and dropout)."""
+  from fewshot_nlu.models.span_retrieval import SpanEncoder
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=8)
+  utterances = _toy_slot_utterances()
+  alone, swapped = (retriever_training.learn_support(
+      encoder, utterances, retriever_training.SupportTuning(steps=2, mode="encoder", value_swaps=n))[0]
+      for n in (0, 1))
+  assert any(not np.allclose(a, b) for a, b in zip(jax.tree.leaves(alone.params), jax.tree.leaves(swapped.params)))
+  with pytest.raises(ValueError, match="value_swaps"):
+    retriever_training.SupportTuning(value_swaps=-1)

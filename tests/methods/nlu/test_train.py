@@ -283,7 +283,10 @@ def test_the_server_answers_model_parse_and_takes_annotated_examples(nlu_yml, ti
 @pytest.mark.integration
 def test_with_minilm_parse_finds_the_exact_offsets_and_values(nlu_yml, tmp_path):
   model = fn.fit(nlu_yml, method="nlu", workdir=tmp_path / "run",  # 30 steps: the intents are easy, CI is short
-                 intents={"compilation_cache_dir": "", "train": {"max_steps": 30}},
+                 intents={"compilation_cache_dir": "", "train": {"max_steps": 30},
+                          # out-of-scope is not under test here (tests/methods/convfit/test_stage2.py has the
+                          # shipped held_out_half rule): no second Stage 2 on real weights
+                          "eval": {"calibration_rule": "leave_one_out"}},
                  slots={"support_steps": (0, 25)})  # both learners, one step count: the CV's cost on real weights
   text = "can I get a medium veggie?"
   [answer] = model.parse([text])
