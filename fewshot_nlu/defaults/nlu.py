@@ -90,8 +90,6 @@ def get_config(intent_method: str = "convfit") -> ml_collections.ConfigDict:
   s.encoder_learning_rate = 1e-4  # mode "encoder"
   s.frozen_layers = 1  # mode "encoder": embeddings + this many layers frozen (-1: none)
   s.cosine_scale = 20.0
-  s.value_swaps = 0  # copies of each example with entities learnt beside it, each slot value swapped for another
-  # of its label (span_training.swapped_values); 0: the examples alone
   s.folds = 4  # cross-validation folds that choose the step count and the threshold
   s.fallback_confidence = 0.9  # a less preferred learner, or retrieval alone (0 steps), beats the pick only where it
   # leads in this share of paired bootstrap resamples of the held-out utterances (0: wherever its F1 is higher). On

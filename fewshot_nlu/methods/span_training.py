@@ -245,13 +245,12 @@ class SupportTuning:
   frozen_layers: int = 1
   weight_decay: float = 0.0
   max_words: int = 7
-  value_swaps: int = 0  # copies of each utterance with entities learnt beside it, values swapped (``swapped_values``)
 
   def __post_init__(self):
     if (self.steps < 0 or not self.learning_rate > 0 or self.cosine_scale <= 0 or self.max_words < 1
-        or self.mode not in MODES or self.value_swaps < 0):
-      raise ValueError(f"{self}: needs steps >= 0, learning_rate > 0, cosine_scale > 0, max_words >= 1, "
-                       f"value_swaps >= 0 and a mode in {MODES}")
+        or self.mode not in MODES):
+      raise ValueError(f"{self}: needs steps >= 0, learning_rate > 0, cosine_scale > 0, max_words >= 1 and a mode "
+                       f"in {MODES}")
 
 
 def learn_support(encoder: SpanEncoder, utterances: Sequence[dict], tuning: SupportTuning, *, seed: int = 0,
@@ -262,7 +261,6 @@ def learn_support(encoder: SpanEncoder, utterances: Sequence[dict], tuning: Supp
   snapshots = sorted(set(snapshots or (tuning.steps,)))
   if snapshots[-1] == 0:
     return [encoder]
-  utterances = [*utterances, *swapped_values(utterances, tuning.value_swaps, seed=seed)]
   if tuning.mode == "metric":
     return [encoder.with_metric(w) for w in learn_metric(encoder, utterances, tuning, seed=seed, snapshots=snapshots)]
   tuned = fine_tune(encoder.cfg, jax.device_get(encoder.params), encoder.tokenizer, utterances, tuning,
@@ -271,43 +269,6 @@ def learn_support(encoder: SpanEncoder, utterances: Sequence[dict], tuning: Supp
                                              batch_size=encoder.batch_size, dtype=encoder.dtype,
                                              metric=encoder.metric)
           for n, p in zip(snapshots, tuned)]
-
-
-def swapped_values(utterances: Sequence[dict], copies: int, *, seed: int = 0) -> list[dict]:
-  """``copies`` new utterances (``{"tokens", "tags"}``) per utterance with entities, each of its slot values
-  replaced by another value of the same label in ``utterances`` (drawn at random, a different one where the label
-  has several; BIO tags follow the new words): slot-value substitution, the simplest data augmentation for
-  slot filling (e.g. Louvan & Magnini, 2020, "Simple is better! Lightweight data augmentation for low resource
-  slot filling and intent classification", slot substitution). The same context is then learnt with several
-  values and each value in several contexts, so a span's label has to come from its context as much as from its
-  words, which is what an unseen value needs. Deterministic for a ``seed``."""
-  if copies <= 0:
-    return []
-  values: dict[str, list[tuple[str, ...]]] = {}
-  for u in utterances:
-    for start, end, label in labelled_spans(u["tags"]):
-      words = tuple(u["tokens"][start:end])
-      if words not in values.setdefault(label, []):
-        values[label].append(words)
-  rng = np.random.default_rng([seed, 23])
-  out = []
-  for copy in range(copies):
-    for u in utterances:
-      spans = labelled_spans(u["tags"])
-      if not spans:
-        continue
-      tokens, tags, at = [], [], 0
-      for start, end, label in spans:
-        tokens += u["tokens"][at:start]
-        tags += u["tags"][at:start]
-        own = tuple(u["tokens"][start:end])
-        choices = [v for v in values[label] if v != own] or [own]
-        words = list(choices[rng.integers(len(choices))])
-        tokens += words
-        tags += [f"B-{label}"] + [f"I-{label}"] * (len(words) - 1)
-        at = end
-      out.append({"tokens": tokens + u["tokens"][at:], "tags": tags + u["tags"][at:]})
-  return out
 
 
 def learn_metric(encoder: SpanEncoder, utterances: Sequence[dict], tuning: SupportTuning, *, seed: int = 0,

@@ -177,7 +177,7 @@ def tuning_of(config, mode: str) -> span_training.SupportTuning:
   return span_training.SupportTuning(steps=max(s.support_steps), mode=mode,
                                      learning_rate=s.learning_rate if mode == "metric" else s.encoder_learning_rate,
                                      cosine_scale=s.cosine_scale, frozen_layers=s.frozen_layers,
-                                     max_words=s.max_words, value_swaps=s.value_swaps)
+                                     max_words=s.max_words)
 
 
 def decoding_of(config) -> dict:
