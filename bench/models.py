@@ -108,7 +108,7 @@ def write_table() -> None:
            "ConvFiT as shipped (`configs/convfit_<dataset>.py:<shots>`), full test sets, accuracy % mean ± std "
            "(seeds), `valid` accuracy of the chosen decision rule, median fit minutes (Stage 2 incl. compiles + the "
            "classifier) on this 2-core CPU. MiniLM rows: bench/peers.py. Best published row: QAID, RoBERTa-base "
-           "(Yehudai et al. 2023, Table 2).", "", machine(), "",
+           "(Yehudai et al. 2023, Table 2).", "", machine(rows), "",
            "| cell | best published | MiniLM-L6 | fit min | MPNet-base (prefix) | valid | fit min | vs best |",
            "|---|---|---|---|---|---|---|---|"]
   for shots in SHOTS:

@@ -94,7 +94,7 @@ def write_table() -> None:
            "out of a second Stage 2) and `leave_one_out` (the training examples under the final encoder). "
            "In-scope kept / out-of-scope rejected (every other utterance of the split: other domains, and "
            "CLINC150's out-of-scope split) / accepted and right, in %, on `test`, mean ± std over seeds (n); "
-           "fit s: Stage 2 + calibration (median). " + machine(), "",
+           "fit s: Stage 2 + calibration (median). " + machine(rows), "",
            "| bot | rule | threshold | in-scope kept | out-of-scope rejected | accepted and right | accuracy, no rejection | fit s (Stage 2 + calibration) |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
   for dataset in CELLS:

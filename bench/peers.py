@@ -335,7 +335,7 @@ def write_table() -> None:
   lines = ["# Peers on the same splits (bench/peers.py)", "",
            "Accuracy in % on the full test sets, mean ± std (seeds run); time = fit / whole process in minutes "
            "(median over seeds). The untouched encoder's rows are deterministic (one run, "
-           "bench/encoder_baselines.py). " + machine(), ""]
+           "bench/encoder_baselines.py). " + machine(rows), ""]
   for shots in SHOTS:
     lines += [f"## {shots}-shot", "", "| method | " + " | ".join(f"{d} acc | {d} time" for d in DATASETS) + " |",
               "| --- |" + " ---: | ---: |" * len(DATASETS)]

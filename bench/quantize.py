@@ -91,7 +91,7 @@ def nlu_export_row(directory: str, data_dir: str) -> dict:
 def write_table(rows: list[dict], command: str) -> None:
   pct = lambda v: f"{100 * v:.2f}"  # noqa: E731
   lines = ["# int8 inference against float32 (bench/quantize.py)", "", __doc__.split("\n\n")[2].replace("``", "`"),
-           "", machine(), "", f"Command: `{command}`", "",
+           "", machine(rows), "", f"Command: `{command}`", "",
            "| model | test set | metric | float32 | int8 | int8 − float32 |",
            "| --- | --- | --- | ---: | ---: | ---: |"]
   cosines = []

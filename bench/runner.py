@@ -4,6 +4,7 @@ exact command, results, wall time, machine) to a results file, and summarise row
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import pathlib
@@ -12,7 +13,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -41,8 +42,17 @@ def cpu() -> str:
   return ", ".join(x for x in (platform.machine(), f"{os.cpu_count()} CPUs", model, vector) if x)
 
 
-def machine() -> str:
-  return f"Machine: {cpu()}, Python {platform.python_version()}."
+def machine(rows: Sequence[dict] | None = None) -> str:
+  """A table's machine line: this machine, or with ``rows`` the machines their ``machine`` fields record (a table
+  rewritten on another machine must not claim its rows were measured there); rows without one count as this
+  machine's."""
+  here = f"{cpu()}, Python {platform.python_version()}"
+  if rows is None:
+    return f"Machine: {here}."
+  recorded = collections.Counter((r.get("machine") or here).removeprefix("Machine: ").rstrip(".") for r in rows)
+  if len(recorded) <= 1:
+    return f"Machine: {next(iter(recorded), here)}."
+  return "Machines (as each row records): " + "; ".join(f"{m} ({n} row{'s' * (n != 1)})" for m, n in recorded.most_common()) + "."
 
 def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path, rows_file: pathlib.Path,
              amend: Callable[[dict], None] | None = None) -> dict | None:

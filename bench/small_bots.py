@@ -267,7 +267,7 @@ def write_table() -> None:
            f"{', '.join(map(str, COUNTS))}, ... in traffic order; the busiest intent carries 50% of the test "
            "traffic, the second 20%, the rest share 30%. Accuracy in % on every test utterance of the bot's "
            "intents, traffic-weighted / balanced (the plain mean of per-intent recall), mean ± std over seeds (n); "
-           "fit = training time, median over seeds, in seconds. " + machine(), "",
+           "fit = training time, median over seeds, in seconds. " + machine(rows), "",
            "| method | " + " | ".join(f"{d} traffic acc | {d} balanced | {d} fit s" for d in datasets) + " |",
            "| --- |" + " ---: | ---: | ---: |" * len(datasets)]
   names = [m for m in METHODS] + sorted({(r["name"], r["name"]) for r in rows} - {(n, n) for _, n in METHODS}
