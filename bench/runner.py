@@ -52,7 +52,8 @@ def machine(rows: Sequence[dict] | None = None) -> str:
   recorded = collections.Counter((r.get("machine") or here).removeprefix("Machine: ").rstrip(".") for r in rows)
   if len(recorded) <= 1:
     return f"Machine: {next(iter(recorded), here)}."
-  return "Machines (as each row records): " + "; ".join(f"{m} ({n} row{'s' * (n != 1)})" for m, n in recorded.most_common()) + "."
+  counted = [f"{m} ({n} row{'s' * (n != 1)})" for m, n in recorded.most_common()]
+  return "Machines (as each row records): " + "; ".join(counted) + "."
 
 def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path, rows_file: pathlib.Path,
              amend: Callable[[dict], None] | None = None) -> dict | None:
