@@ -110,6 +110,16 @@ def split_label(label: str) -> tuple[str, str | None]:
 
 # ----------------------------------------------------------------------------------------- one example
 
+def _word_at(text: str, i: int) -> str:
+  """The run of letters and digits around character boundary ``i`` of ``text``."""
+  start, end = i, i
+  while start > 0 and text[start - 1].isalnum():
+    start -= 1
+  while end < len(text) and text[end].isalnum():
+    end += 1
+  return text[start:end]
+
+
 def example(text: Any, intent: Any, entities: Any, where: str, synonyms: dict[str, str] | None = None,
             requested_slot: Any = None) -> Example:
   """One checked example (module docstring); ``where`` names it in errors."""
@@ -145,6 +155,11 @@ def example(text: Any, intent: Any, entities: Any, where: str, synonyms: dict[st
     if not isinstance(name, str) or not name.strip() or any(c.isspace() for c in name) or ROLE_SEPARATOR in name:
       raise DataError(f"{field}: entity {name!r} must be a non-empty name without spaces or "
                       f"{ROLE_SEPARATOR!r}")
+    cut = [i for i in (start, end) if 0 < i < len(text) and text[i - 1].isalnum() and text[i].isalnum()]
+    if cut:  # most likely an offset one character off; learnt as written (a value inside a word can be meant)
+      log.warning("%s: entities[%d]: entity %r at [%d, %d) is %r, cutting the word %r: an offset off by a "
+                  "character? (learnt as annotated)", where, i, name, start, end, text[start:end],
+                  _word_at(text, cut[0]))
     role = e.get("role")
     if role is not None and (not isinstance(role, str) or not role.strip() or any(c.isspace() for c in role)):
       raise DataError(f"{field}: role {role!r} must be a non-empty name without spaces")

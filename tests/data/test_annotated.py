@@ -98,6 +98,18 @@ def test_bad_annotations_name_the_file_line_and_field(tmp_path, entities, messag
     annotated.read(path)
 
 
+def test_an_offset_that_cuts_a_word_is_learnt_as_written_with_a_warning_naming_line_and_word(tmp_path, caplog):
+  path = tmp_path / "a.jsonl"
+  rows = [{"text": "table for two, please", "intent": "b", "entities": [{"start": 10, "end": 12, "entity": "n"}]},
+          {"text": "at 7pm", "intent": "b", "entities": [{"start": 3, "end": 6, "entity": "time"}]}]
+  path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+  with caplog.at_level("WARNING", logger="fewshot_nlu"):
+    examples = annotated.read(path).examples
+  assert [(e.text[x.start:x.end], x.entity) for e in examples for x in e.entities] == [("tw", "n"), ("7pm", "time")]
+  [record] = [r for r in caplog.records if "cutting the word" in r.getMessage()]
+  assert "a.jsonl:1: entities[0]: entity 'n' at [10, 12) is 'tw', cutting the word 'two'" in record.getMessage()
+
+
 def test_rasa_errors_name_the_line(tmp_path):
   bad = tmp_path / "nlu.yml"
   bad.write_text("nlu:\n- intent: a\n  examples: |\n    - fine\n    not a list item\n")
