@@ -22,7 +22,6 @@ the text it spans, an empty text are errors.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import logging
@@ -32,7 +31,7 @@ import reprlib
 from typing import Any, Sequence
 
 from fewshot_nlu.data import words as word_lib
-from fewshot_nlu.data.intent_folder import json_objects
+from fewshot_nlu.data.intent_folder import csv_rows, json_objects
 from fewshot_nlu.errors import DataError, MissingDataFile
 
 log = logging.getLogger(__name__)
@@ -278,21 +277,20 @@ def read_table(path: pathlib.Path) -> Annotated:
       rows.append(example(record.get("text"), record.get("intent"), record.get("entities"), where,
                           requested_slot=record.get("requested_slot")))
   else:
-    with open(path, encoding="utf-8", newline="") as f:
-      reader = csv.DictReader(f)
-      if not reader.fieldnames or "text" not in reader.fieldnames:
-        raise DataError(f"{path}:1: the header must name a 'text' column (and 'intent', 'entities')")
-      _known(dict.fromkeys(reader.fieldnames), f"{path}:1")
-      for record in reader:
-        where = f"{path}:{reader.line_num}"
-        cell = (record.get("entities") or "").strip()
-        try:
-          entities = json.loads(cell) if cell else []
-        except json.JSONDecodeError as e:
-          raise DataError(f"{where}: field 'entities': not a JSON list ({e.msg} at column {e.colno})") from None
-        requested = (record.get("requested_slot") or "").split()
-        rows.append(example(record.get("text"), record.get("intent") or None, entities, where,
-                            requested_slot=requested or None))
+    header, records = csv_rows(path)
+    if "text" not in header:
+      raise DataError(f"{path}:1: the header must name a 'text' column (and 'intent', 'entities'); it names "
+                      f"{header}")
+    _known(dict.fromkeys(header), f"{path}:1")
+    for where, record in records:
+      cell = (record.get("entities") or "").strip()
+      try:
+        entities = json.loads(cell) if cell else []
+      except json.JSONDecodeError as e:
+        raise DataError(f"{where}: field 'entities': not a JSON list ({e.msg} at column {e.colno})") from None
+      requested = (record.get("requested_slot") or "").split()
+      rows.append(example(record.get("text"), record.get("intent") or None, entities, where,
+                          requested_slot=requested or None))
   return _nonempty(Annotated(tuple(rows), source=str(path)))
 
 

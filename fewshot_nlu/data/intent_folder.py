@@ -4,7 +4,9 @@ HWU64, SNIPS and MixATIS in ``shared/data``, and the bring-your-own-data format.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import pathlib
 from typing import Iterator
@@ -71,6 +73,40 @@ def json_objects(path: pathlib.Path, expected: str) -> Iterator[tuple[str, dict]
     if not isinstance(record, dict):
       raise DataError(f"{where}: expected an object with {expected}")
     yield where, record
+
+
+CSV_DELIMITERS = (",", ";", "\t")  # a comma, or what spreadsheets write in locales whose decimal mark is a comma
+
+
+def csv_rows(path: pathlib.Path) -> tuple[list[str], Iterator[tuple[str, dict[str, str]]]]:
+  """(the header's column names, then ``(file:line, {column: cell})`` per row) of a CSV file in UTF-8 (a
+  byte-order mark, as spreadsheets write one, is skipped), its cells separated by commas, or by semicolons or tabs
+  where the header line holds one of those and no comma. Errors name the file and line: undecodable bytes, an
+  empty row (every row holds one example), a row with another number of cells than the header."""
+  path = pathlib.Path(path)
+  raw = path.read_bytes()
+  try:
+    text = raw.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    line = raw[:e.start].count(b"\n") + 1
+    raise DataError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+  first = text.split("\n", 1)[0]
+  delimiter = next((d for d in CSV_DELIMITERS if d in first), ",")
+  reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+  header = [name.strip() for name in next(reader, [])]
+
+  def rows() -> Iterator[tuple[str, dict[str, str]]]:
+    line = reader.line_num + 1
+    for row in reader:
+      where = f"{path}:{line}"
+      if not row:
+        raise DataError(f"{where}: empty line (every row must hold one example)")
+      if len(row) != len(header):
+        raise DataError(f"{where}: {len(row)} fields, but the header names {len(header)}")
+      yield where, dict(zip(header, row))
+      line = reader.line_num + 1
+
+  return header, rows()
 
 
 def read_intent_split(directory: str | pathlib.Path) -> IntentSplit:

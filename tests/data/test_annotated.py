@@ -98,6 +98,18 @@ def test_bad_annotations_name_the_file_line_and_field(tmp_path, entities, messag
     annotated.read(path)
 
 
+def test_a_spreadsheets_csv_reads_byte_order_mark_semicolons_and_crlf(tmp_path):
+  entities = '[{""start"": 10, ""end"": 13, ""entity"": ""people""}]'
+  (tmp_path / "a.csv").write_bytes(f'\ufefftext;intent;entities\r\n"table for two, now";book;"{entities}"\r\n'
+                                   "hello;greet;\r\n".encode("utf-8"))
+  examples = annotated.read(tmp_path / "a.csv").examples
+  assert [(e.text, e.intent, [e.text[x.start:x.end] for x in e.entities]) for e in examples] == [
+      ("table for two, now", "book", ["two"]), ("hello", "greet", [])]
+  (tmp_path / "b.csv").write_text("utterance,intent\nhello,greet\n")
+  with pytest.raises(DataError, match=r"b.csv:1: the header must name a 'text' column .* it names \['utterance', "):
+    annotated.read(tmp_path / "b.csv")
+
+
 def test_an_offset_that_cuts_a_word_is_learnt_as_written_with_a_warning_naming_line_and_word(tmp_path, caplog):
   path = tmp_path / "a.jsonl"
   rows = [{"text": "table for two, please", "intent": "b", "entities": [{"start": 10, "end": 12, "entity": "n"}]},

@@ -16,8 +16,6 @@ empty label, invalid JSON, a row with too many or too few fields, an empty line)
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import pathlib
 from typing import Any
@@ -25,7 +23,7 @@ from typing import Any
 import tensorflow_datasets as tfds
 
 from fewshot_nlu.data.builders.base import UserFolderBuilder, check_split_name, indexed_features
-from fewshot_nlu.data.intent_folder import read_lines
+from fewshot_nlu.data.intent_folder import csv_rows, read_lines
 from fewshot_nlu.errors import DataError, MissingDataFile
 
 TABLE_SUFFIXES = (".csv", ".jsonl")
@@ -67,26 +65,11 @@ def read_csv_split(path: pathlib.Path) -> list[dict[str, Any]]:
 
 
 def read_csv_table(path: pathlib.Path) -> tuple[str, list[dict[str, Any]]]:
-  """(the header's label field, 'label' or 'labels'; the examples) of a CSV split file."""
-  raw = path.read_bytes()
-  try:
-    text = raw.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    line = raw[:e.start].count(b"\n") + 1
-    raise DataError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
-  reader = csv.reader(io.StringIO(text, newline=""))
-  header = [name.strip() for name in next(reader, [])]
+  """(the header's label field, 'label' or 'labels'; the examples) of a CSV split file (``csv_rows``)."""
+  header, rows = csv_rows(path)
   field = label_field(header, f"{path}:1 (header)")
-  examples, line = [], reader.line_num + 1
-  for row in reader:
-    where = f"{path}:{line}"
-    if not row:
-      raise DataError(f"{where}: empty line (every row must hold one example)")
-    if len(row) != len(header):
-      raise DataError(f"{where}: {len(row)} fields, but the header names {len(header)}")
-    record = dict(zip(header, row))
-    examples.append(table_example(len(examples), record["text"], csv_labels(record[field], field, where), where))
-    line = reader.line_num + 1
+  examples = [table_example(i, record["text"], csv_labels(record[field], field, where), where)
+              for i, (where, record) in enumerate(rows)]
   return field, examples
 
 

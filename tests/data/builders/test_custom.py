@@ -30,6 +30,7 @@ def table(tmp_path_factory):
   return build(tmp_path_factory.mktemp("table"), {
       "train.csv": '\ufefftext,label,source\nbook a table,book,web\n"play ""jazz""\nplease",play,app\n',
       "multi.csv": "labels,text\nbook#play,book and play\n,hello there\n",
+      "semi.csv": "\ufefftext;label\r\nbook a table, please;book\r\nhi;greet\r\n",  # a spreadsheet's, comma locale
       "test.jsonl": jsonl({"text": " what's on? ", "label": "ask"}, {"text": "hi", "label": "greet", "id": 7}),
       "dev-2.jsonl": jsonl({"text": "book and play", "labels": ["book", "play"]}, {"text": "hmm", "labels": []}),
       "README.md": "not a split",
@@ -37,7 +38,7 @@ def table(tmp_path_factory):
 
 
 def test_splits_are_the_table_files(table):
-  assert sorted(table) == ["dev-2", "multi", "test", "train"]
+  assert sorted(table) == ["dev-2", "multi", "semi", "test", "train"]
 
 
 def test_csv_single_label(table):
@@ -48,6 +49,11 @@ def test_csv_single_label(table):
 def test_csv_multi_label(table):
   assert table["multi"] == [{"index": 0, "text": "book and play", "labels": ["book", "play"]},
                             {"index": 1, "text": "hello there", "labels": []}]
+
+
+def test_csv_separated_by_semicolons(table):
+  assert table["semi"] == [{"index": 0, "text": "book a table, please", "labels": ["book"]},
+                           {"index": 1, "text": "hi", "labels": ["greet"]}]
 
 
 def test_jsonl(table):
