@@ -183,15 +183,18 @@ def test_bad_dataframes_name_the_row_and_column():
     fn.fit(frame)
   with pytest.raises(DataError, match=r"no column 'utterance' \(columns: \['text', 'label'\]\); pass text_column="):
     fn.fit(frame, text_column="utterance")
-  with pytest.raises(DataError, match=r"no column 'label' or 'labels'"):
-    fn.fit(pandas.DataFrame({"text": ["a b"], "intent": ["x"]}))
+  with pytest.raises(DataError, match=r"no column 'label' \(or 'intent'\) or 'labels'"):
+    fn.fit(pandas.DataFrame({"text": ["a b"], "category": ["x"]}))
+  with pytest.raises(DataError, match=r"columns 'label' and 'intent' \(columns"):
+    fn.fit(pandas.DataFrame({"text": ["a b"], "label": ["x"], "intent": ["x"]}))
   with pytest.raises(DataError, match="a DataFrame holds its own labels"):
     fn.fit(frame, ["x", "y", "z"])
 
 
 @pytest.mark.parametrize("name,content,error,message", [
     ("t.csv", "text,label\na b,x\n,y\n", DataError, r"t\.csv:3: field 'text' is empty"),
-    ("t.csv", "text,intent\na b,x\n", DataError, r"t\.csv:1 \(header\): field 'label' or 'labels' missing"),
+    ("t.csv", "text,category\na b,x\n", DataError,
+     r"t\.csv:1 \(header\): field 'label' \(or 'intent'\) or 'labels' missing"),
     ("t.jsonl", '{"text": "a b", "label": "x"}\n{"text": "c d", "label": \n', DataError, r"t\.jsonl:2: invalid JSON"),
     ("t.jsonl", '{"text": "a b", "label": "x"}\n{"text": "c d", "labels": ["y"]}\n', DataError,
      r"t\.jsonl:2: field 'labels', but line 1 uses 'label'"),

@@ -75,6 +75,9 @@ def json_objects(path: pathlib.Path, expected: str) -> Iterator[tuple[str, dict]
     yield where, record
 
 
+# A table's label column or key: one intent (``label``; ``intent``, as annotated examples name it) or a set
+# (``labels``)
+LABEL_FIELDS = ("label", "labels", "intent")
 CSV_DELIMITERS = (",", ";", "\t")  # a comma, or what spreadsheets write in locales whose decimal mark is a comma
 
 

@@ -23,9 +23,9 @@ import os
 import pathlib
 from typing import Any, Sequence
 
+from fewshot_nlu.data.intent_folder import LABEL_FIELDS
 from fewshot_nlu.errors import DataError, MissingDataFile
 
-LABEL_COLUMNS = ("label", "labels")
 SET_TYPES = (list, tuple, set, frozenset)
 
 
@@ -165,10 +165,11 @@ def from_dataframe(frame, *, text_column: str = "text", label_column: str | None
     raise DataError(f"{what}: DataFrame has no column {text_column!r} (columns: {columns}); pass "
                     "text_column=")
   if label_column is None:
-    present = [c for c in LABEL_COLUMNS if c in frame.columns]
+    present = [c for c in LABEL_FIELDS if c in frame.columns]
     if len(present) != 1:
-      raise DataError(f"{what}: DataFrame has " + ("no column 'label' or 'labels'" if not present else
-                      "both 'label' and 'labels' columns") + f" (columns: {columns}); pass label_column=")
+      raise DataError(f"{what}: DataFrame has " + ("no column 'label' (or 'intent') or 'labels'" if not present
+                                                   else f"columns {' and '.join(map(repr, present))}")
+                      + f" (columns: {columns}); pass label_column=")
     label_column = present[0]
   elif label_column not in frame.columns:
     raise DataError(f"{what}: DataFrame has no column {label_column!r} (columns: {columns})")

@@ -2,11 +2,12 @@
 
 ``IntentTable`` reads a directory (``raw_dir=``) of ``<split>.csv`` or ``<split>.jsonl`` files, one split per
 file (the file name without its extension names the split: letters, digits, ``_`` and ``-``):
-  * CSV: a header row naming ``text`` and either ``label`` (one intent per row) or ``labels`` (intents joined
-    by ``#``; an empty cell means no intent); other columns are ignored. UTF-8, a byte-order mark is allowed,
-    quoted fields may span lines.
-  * JSONL: one JSON object per line with ``text`` and either ``label`` (a string) or ``labels`` (a list of
-    strings, possibly empty); other keys are ignored.
+  * CSV: a header row naming ``text`` and either ``label`` (one intent per row; or ``intent``, as annotated
+    examples name it) or ``labels`` (intents joined by ``#``; an empty cell means no intent); other columns are
+    ignored. UTF-8, a byte-order mark is allowed, commas or (a header without one) semicolons or tabs between
+    cells, quoted fields may span lines (``intent_folder.csv_rows``).
+  * JSONL: one JSON object per line with ``text`` and either ``label`` (a string; or ``intent``) or ``labels``
+    (a list of strings, possibly empty); other keys are ignored.
 Features: ``index`` (the example's position in its file, from 0), ``text`` (stripped), ``labels``
 (``Sequence(Text)``; ``[label]`` for a single-label file).
 
@@ -23,20 +24,21 @@ from typing import Any
 import tensorflow_datasets as tfds
 
 from fewshot_nlu.data.builders.base import UserFolderBuilder, check_split_name, indexed_features
-from fewshot_nlu.data.intent_folder import csv_rows, read_lines
+from fewshot_nlu.data.intent_folder import LABEL_FIELDS, csv_rows, read_lines
 from fewshot_nlu.errors import DataError, MissingDataFile
 
 TABLE_SUFFIXES = (".csv", ".jsonl")
-LABEL_FIELDS = ("label", "labels")
 
 
 def label_field(fields, where: str) -> str:
-  """Which of ``label`` / ``labels`` a header or JSON object uses (exactly one, and ``text``, must be there)."""
+  """Which of ``label`` / ``labels`` / ``intent`` (``label`` by another name) a header or JSON object uses
+  (exactly one, and ``text``, must be there)."""
   if "text" not in fields:
     raise DataError(f"{where}: field 'text' missing")
   present = [f for f in LABEL_FIELDS if f in fields]
   if len(present) != 1:
-    raise DataError(f"{where}: field 'label' or 'labels' " + ("missing" if not present else "both present; keep one"))
+    raise DataError(f"{where}: " + ("field 'label' (or 'intent') or 'labels' missing" if not present else
+                                    f"fields {' and '.join(map(repr, present))} both present; keep one"))
   return present[0]
 
 
@@ -50,9 +52,9 @@ def table_example(index: int, text: Any, labels: Any, where: str) -> dict[str, A
 
 
 def csv_labels(value: str, field: str, where: str) -> list[str]:
-  if field == "label":
+  if field != "labels":
     if not value.strip():
-      raise DataError(f"{where}: field 'label' is empty")
+      raise DataError(f"{where}: field {field!r} is empty")
     return [value]
   labels = value.split("#") if value.strip() else []
   if not all(l.strip() for l in labels):
@@ -89,9 +91,9 @@ def read_jsonl_table(path: pathlib.Path) -> list[tuple[str, dict[str, Any]]]:
     if not isinstance(record, dict):
       raise DataError(f"{where}: expected a JSON object with 'text' and 'label' or 'labels'")
     field = label_field(record, where)
-    labels = [record[field]] if field == "label" else record[field]
-    if field == "label" and not (isinstance(record[field], str) and record[field].strip()):
-      raise DataError(f"{where}: field 'label' must be a non-empty string, got {record[field]!r}")
+    labels = [record[field]] if field != "labels" else record[field]
+    if field != "labels" and not (isinstance(record[field], str) and record[field].strip()):
+      raise DataError(f"{where}: field {field!r} must be a non-empty string, got {record[field]!r}")
     examples.append((field, table_example(len(examples), record["text"], labels, where)))
   return examples
 

@@ -30,7 +30,7 @@ def table(tmp_path_factory):
   return build(tmp_path_factory.mktemp("table"), {
       "train.csv": '\ufefftext,label,source\nbook a table,book,web\n"play ""jazz""\nplease",play,app\n',
       "multi.csv": "labels,text\nbook#play,book and play\n,hello there\n",
-      "semi.csv": "\ufefftext;label\r\nbook a table, please;book\r\nhi;greet\r\n",  # a spreadsheet's, comma locale
+      "semi.csv": "\ufefftext;intent\r\nbook a table, please;book\r\nhi;greet\r\n",  # a spreadsheet's, comma locale
       "test.jsonl": jsonl({"text": " what's on? ", "label": "ask"}, {"text": "hi", "label": "greet", "id": 7}),
       "dev-2.jsonl": jsonl({"text": "book and play", "labels": ["book", "play"]}, {"text": "hmm", "labels": []}),
       "README.md": "not a split",
@@ -65,7 +65,9 @@ def test_jsonl(table):
 
 @pytest.mark.parametrize("files,message", [
     ({"train.csv": "utterance,label\nhi,greet\n"}, r"train\.csv:1 \(header\): field 'text' missing"),
-    ({"train.csv": "text,intent\nhi,greet\n"}, r"train\.csv:1 \(header\): field 'label' or 'labels' missing"),
+    ({"train.csv": "text,category\nhi,greet\n"},
+     r"train\.csv:1 \(header\): field 'label' \(or 'intent'\) or 'labels' missing"),
+    ({"train.csv": "text,label,intent\nhi,a,a\n"}, r"train\.csv:1 \(header\): fields 'label' and 'intent' both"),
     ({"train.csv": "text,label,labels\nhi,a,a\n"}, r"train\.csv:1 \(header\): .* both present"),
     ({"train.csv": 'text,label\nhi,greet\n"two\nlines",x\n ,greet\n'}, r"train\.csv:5: field 'text' is empty"),
     ({"train.csv": "text,label\nhi,greet\nhello,\n"}, r"train\.csv:3: field 'label' is empty"),
