@@ -49,6 +49,18 @@ class SpanCounts:
     return float(f1_of((self.correct, self.gold, self.predicted)))
 
 
+def counts_by_label(gold_tags: Sequence[str], predicted_tags: Sequence[str], labels: dict[str, int]) -> np.ndarray:
+  """One utterance's chunk counts per label, ``[len(labels), 3]`` = (correct, gold, predicted) (``SpanCounts``'
+  counts split by the chunk's label; a label not in ``labels`` is not counted)."""
+  out = np.zeros((len(labels), 3), np.int64)
+  gold, predicted = set(bio_spans(gold_tags)), set(bio_spans(predicted_tags))
+  for column, spans in ((0, gold & predicted), (1, gold), (2, predicted)):
+    for label, _, _ in spans:
+      if label in labels:
+        out[labels[label], column] += 1
+  return out
+
+
 def f1_of(counts: np.ndarray) -> np.ndarray:
   """Micro F1 (in %) of pooled span counts, ``counts[..., :]`` = (correct, gold, predicted), for each leading
   index (``SpanCounts.f1`` for one)."""

@@ -56,3 +56,13 @@ def test_paired_bootstrap_lead_against_a_plain_loop():
   assert span_f1.paired_bootstrap_lead(better, second, 100, rng) > 0.9
   with pytest.raises(ValueError, match="utterances, 3"):
     span_f1.paired_bootstrap_lead(first, second[:, :2], 10, rng)
+
+
+def test_counts_by_label_split_the_utterance_counts_by_each_chunk_label():
+  gold = ["B-a", "I-a", "O", "B-b", "O", "B-a"]
+  predicted = ["B-a", "I-a", "O", "B-a", "O", "B-c"]  # a right; b read as a; the last a read as c
+  labels = {"a": 0, "b": 1}  # c is not counted
+  counts = span_f1.counts_by_label(gold, predicted, labels)
+  np.testing.assert_array_equal(counts, [[1, 2, 2], [0, 1, 0]])
+  whole = span_f1.SpanCounts().add(gold, predicted)
+  assert (whole.correct, whole.gold) == tuple(counts.sum(0)[:2]) and whole.predicted == counts[:, 2].sum() + 1

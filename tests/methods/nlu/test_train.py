@@ -14,6 +14,7 @@ import pytest
 import fewshot_nlu as fn
 from fewshot_nlu import predict
 from fewshot_nlu.encoders import quantize
+from fewshot_nlu.evaluation import span_f1
 from fewshot_nlu.models.nlu_model import NLUModel
 
 NLU_YML = """version: "3.1"
@@ -83,6 +84,19 @@ def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_p
   assert model.results["slots"]["how"].startswith("2-fold cross-validation on the 11 training utterances")
   assert set(model.results["slots"]["cv_f1_by_steps"]) == {"0", "metric:2", "encoder:2"}  # learner and steps chosen
   assert model.results["slots"]["support_mode"] in ("metric", "encoder", None)
+  # each entity type's cross-validation counts at the chosen setting pool to that setting's F1
+  slots = model.results["slots"]
+  by_entity = slots["cv_by_entity"]
+  assert set(by_entity) == {"address", "size", "topping"}
+  pooled = np.sum([[r["correct"], r["gold"], r["predicted"]] for r in by_entity.values()], axis=0)
+  chosen = f"{slots['support_mode']}:{slots['support_steps']}" if slots["support_steps"] else "0"
+  assert float(span_f1.f1_of(pooled)) == pytest.approx(slots["cv_f1_by_steps"][chosen], abs=0.01)
+  assert pooled[1] == sum(r["examples"] for r in by_entity.values())  # one span of a type per utterance here
+  report = (tmp_path / "run" / "report.md").read_text()  # a person's view of it, worst entity type first
+  assert report.startswith("# Joint NLU from 11 examples") and "`intents/report.md`" in report
+  rows = [line.split(" | ")[0].lstrip("| ") for line in report.splitlines()
+          if line.startswith("| ") and line.split(" | ")[0].lstrip("| ") in by_entity]
+  assert rows == sorted(by_entity, key=lambda name: (by_entity[name]["f1"], name))
   summary = repr(model).splitlines()  # what print(model) shows a person: the parts and what was learnt
   assert summary[0] == "NLUModel" and summary[1].startswith("  intents: 3 (greet, order_pizza, track) from ")
   assert summary[2].startswith("  slots: 3 slot type(s) (address, size, topping) from 11 example utterance(s); ")
