@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -95,12 +96,13 @@ def mean_std(values: list[float], scale: float = 100.0) -> str:
 
 
 def finish_table(lines: list[str], rows: list[dict], stem: str) -> None:
-  """Appends the reproducing commands (seed as SEED, with a workdir) and ``<stem>_notes.md``, and writes
-  ``bench/results/<stem>.md``."""
+  """Appends the reproducing commands (seed as SEED, a row of one fold's run with its fold as FOLD, with a
+  workdir) and ``<stem>_notes.md``, and writes ``bench/results/<stem>.md``."""
   lines += ["", "## Commands", ""]
   seen = set()
   for r in rows:
-    cmd = (r["command"].replace(f"--config.seed={r['seed']}", "--config.seed=SEED")
+    cmd = re.sub(r"--config\.data\.folds=\d+,", "--config.data.folds=FOLD,", r["command"])
+    cmd = (cmd.replace(f"--config.seed={r['seed']}", "--config.seed=SEED")
            .replace("fewshot_nlu.main ", f"fewshot_nlu.main --workdir=runs/{r['name']}-SEED ", 1))
     if cmd not in seen:
       seen.add(cmd)
