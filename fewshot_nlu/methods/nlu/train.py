@@ -17,6 +17,7 @@ A run reads the annotated examples (``data.annotated``), then:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import pathlib
@@ -110,7 +111,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   intents = train_intents(config, workdir, data, results)
   results["intents_seconds"] = round(time.perf_counter() - start, 1)
   start = time.perf_counter()
-  slots = train_slots(config, data, results)
+  slots = train_slots(config, data, results, workdir / SLOTS_CV_DIR)
   results["slots_seconds"] = round(time.perf_counter() - start, 1)
   model = NLUModel(intents, slots, synonyms=data.value_synonyms(),
                    slots_by_intent=config.slots.get("by_intent", False))  # configs before it: independent
@@ -153,6 +154,7 @@ def train_intents(config, workdir: pathlib.Path, data: annotated.Annotated, resu
 
 
 INTENTS_DIR = "intents"
+SLOTS_CV_DIR = "slots_cross_validation"  # each fold's counts (``select``'s cache): a rerun resumes there
 
 
 # ------------------------------------------------------------------------------------------------ slots
@@ -191,8 +193,10 @@ def decoding_of(config) -> dict:
           "threshold_retries": s.threshold_retries}
 
 
-def train_slots(config, data: annotated.Annotated, results: dict) -> SlotFillerModel | None:
-  """The slot filler (module docstring), or None when no example holds an entity."""
+def train_slots(config, data: annotated.Annotated, results: dict, cache: pathlib.Path | None = None
+                ) -> SlotFillerModel | None:
+  """The slot filler (module docstring), or None when no example holds an entity; ``cache``: where ``select``
+  keeps each cross-validation fold's counts."""
   if not data.slot_labels:
     log.info("no slot filler: no example holds an entity")
     return None
@@ -201,7 +205,11 @@ def train_slots(config, data: annotated.Annotated, results: dict) -> SlotFillerM
   base = SpanEncoder(model.config, model.params, model.tokenizer, max_length=s.max_length,
                      batch_size=config.eval.batch_size)
   support = annotated.support_rows(data.examples)
-  mode, steps, margin, bonus, threshold, selection = select(base, support, config)
+  weights = hashlib.sha1()  # the cache's key names the base encoder by its weights, not only its path
+  for leaf in jax.tree.leaves(jax.device_get(base.params)):
+    weights.update(np.ascontiguousarray(leaf).tobytes())
+  mode, steps, margin, bonus, threshold, selection = select(base, support, config, cache,
+                                                           cache_id=f"{source} {weights.hexdigest()}")
   encoder = (span_training.learn_support(base, support, dataclasses.replace(tuning_of(config, mode), steps=steps),
                                          seed=config.seed)[0] if steps else base)
   learner = "the span metric" if mode == "metric" else "the encoder layers"
@@ -218,7 +226,8 @@ def train_slots(config, data: annotated.Annotated, results: dict) -> SlotFillerM
                          words="offsets", notes=notes, **decoding_of(config))
 
 
-def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, float | None, float, float, dict]:
+def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path | None = None, cache_id: str = ""
+           ) -> tuple[str, int, float | None, float, float, dict]:
   """(mode, step count, none margin, requested-slot bonus, threshold, a record) chosen by cross-validation on the
   support set: each of ``slots.folds`` folds of its utterances with entities is decoded from the rest (which
   learns in each mode of ``slots.modes`` for each candidate step count, snapshots of one run; 0 steps, retrieval
@@ -232,7 +241,9 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, fl
   micro F1 (ties: fewer steps, no margin before the smaller ones, the smaller bonus, the first threshold), a less
   preferred one taking over only where it leads in at least ``slots.fallback_confidence`` of the paired bootstrap
   resamples of the held-out utterances. Fewer than two utterances with entities: retrieval alone at
-  ``NO_THRESHOLD``."""
+  ``NO_THRESHOLD``. With ``cache`` (a folder) each fold's counts are saved there as it ends
+  (``fold<k>.npz``), under a key of the examples, ``config.slots``, the seed and ``cache_id`` (the base
+  encoder), and a fold whose key matches is read back, not run again: an interrupted fit loses one fold at most."""
   s = config.slots
   labelled = [i for i, u in enumerate(support) if any(t != "O" for t in u["tags"])]
   steps_grid = sorted(set(s.support_steps))
@@ -258,40 +269,26 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, fl
   counts = np.zeros((len(candidates), len(margins), len(bonuses), len(s.thresholds), len(support), 3), np.int64)
   entity_types = {l: i for i, l in enumerate(sorted({l for u in support for _, _, l in labelled_spans(u["tags"])}))}
   by_type = np.zeros((*counts.shape[:4], len(entity_types), 3), np.int64)
-  decoding = decoding_of(config)
+  cache_key = [support, config.slots.to_dict(), config.seed, cache_id]
   for f, held in enumerate(console.bar(folds, desc="slots: cross-validation on your examples", unit="fold",
                                        leave=False)):
-    held = set(int(i) for i in held)
-    train = [u for i, u in enumerate(support) if i not in held]
-    order = sorted(held)
-    queries = [support[i] for i in order]
-    if not any(t != "O" for u in train for t in u["tags"]):
-      continue
-    allowed = labels_by_intent(train) if s.get("by_intent", False) else None
-    labels = [allowed.get(q.get("intent")) for q in queries] if allowed is not None else None
-    known = sorted({l for u in train for _, _, l in labelled_spans(u["tags"])})
-    boundaries = span_boundaries.count(train)
-    requested = [annotated.labels_named(q.get("requested"), known) for q in queries]
-    encoders = [base] * (0 in steps_grid)
-    for mode in s.modes:
-      if learnt:
-        encoders += span_training.learn_support(base, train, tuning_of(config, mode), seed=config.seed + f,
-                                                snapshots=learnt)
-    for k, encoder in enumerate(encoders):
-      retriever = SlotRetriever(encoder, max_words=s.max_words, none_margin=margins[-1])
-      retriever.set_support(train)
-      scored = retriever.score([q["tokens"] for q in queries], labels=labels, requested=requested)
-      for j, margin in enumerate(margins):
-        retriever.none_margin = margin
-        for b, bonus in enumerate(bonuses):  # one scoring of the queries, each margin and bonus applied to it
-          for u, q, row in zip(order, queries, [retriever.answer(x, requested_bonus=bonus) for x in scored]):
-            for t, spans in enumerate(decode_sweep([c for c, _ in row], s.thresholds, **decoding)):
-              spans = [dataclasses.replace(span, end=end) for span, end in
-                       zip(spans, span_boundaries.ends(boundaries, spans, q["tokens"], q.get("offsets")))]
-              # every label here is one of the support's: the types' counts sum to the utterance's
-              typed = span_f1.counts_by_label(q["tags"], to_bio(spans, len(q["tokens"])), entity_types)
-              counts[k, j, b, t, u] = typed.sum(0)
-              by_type[k, j, b, t] += typed
+    order = sorted(int(i) for i in held)
+    saved = cache / f"fold{f}.npz" if cache is not None else None
+    key = hashlib.sha1(json.dumps([cache_key, f, order]).encode()).hexdigest()
+    if saved is not None and saved.exists():
+      with np.load(saved) as done:
+        if str(done["key"]) == key:  # this fold's counts from an interrupted (or earlier) run of the same fit
+          counts[..., order, :], by_type[:] = done["counts"], by_type + done["by_type"]
+          continue
+    fold_counts, fold_by_type = _fold_counts(base, support, order, f, config, steps_grid=steps_grid, learnt=learnt,
+                                             margins=margins, bonuses=bonuses, entity_types=entity_types)
+    counts[..., order, :] = fold_counts
+    by_type += fold_by_type
+    if saved is not None and jax.process_index() == 0:
+      saved.parent.mkdir(parents=True, exist_ok=True)
+      partial = saved.with_suffix(".partial.npz")
+      np.savez_compressed(partial, key=key, counts=fold_counts, by_type=fold_by_type)
+      partial.replace(saved)
   f1 = span_f1.f1_of(counts.sum(-2))
   groups = {mode: [k for k, (m, n) in enumerate(candidates) if m == mode and n] for mode in s.modes}
   groups["retrieval"] = [k for k, (_, n) in enumerate(candidates) if not n]
@@ -307,6 +304,50 @@ def select(base: SpanEncoder, support: list[dict], config) -> tuple[str, int, fl
       "cv_f1_by_requested_bonus": {str(x): round(float(f1[:, :, i].max()), 2) for i, x in enumerate(bonuses)},
       "cv_by_entity": cv_by_entity(support, entity_types, by_type[k, j, b, t]),
       **record}
+
+
+def _fold_counts(base: SpanEncoder, support: list[dict], order: list[int], f: int, config, *, steps_grid: list,
+                 learnt: list, margins: list, bonuses: list, entity_types: dict[str, int]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+  """One cross-validation fold of ``select``: the utterances ``order`` held out, decoded by every setting from the
+  rest; (counts [candidates, margins, bonuses, thresholds, len(order), 3], the same pooled per entity type
+  [candidates, margins, bonuses, thresholds, types, 3])."""
+  s = config.slots
+  held = set(order)
+  train = [u for i, u in enumerate(support) if i not in held]
+  queries = [support[i] for i in order]
+  candidates = (0 in steps_grid) + len(s.modes) * len(learnt)
+  counts = np.zeros((candidates, len(margins), len(bonuses), len(s.thresholds), len(order), 3), np.int64)
+  by_type = np.zeros((*counts.shape[:4], len(entity_types), 3), np.int64)
+  if not any(t != "O" for u in train for t in u["tags"]):
+    return counts, by_type
+  allowed = labels_by_intent(train) if s.get("by_intent", False) else None
+  labels = [allowed.get(q.get("intent")) for q in queries] if allowed is not None else None
+  known = sorted({l for u in train for _, _, l in labelled_spans(u["tags"])})
+  boundaries = span_boundaries.count(train)
+  requested = [annotated.labels_named(q.get("requested"), known) for q in queries]
+  decoding = decoding_of(config)
+  encoders = [base] * (0 in steps_grid)
+  for mode in s.modes:
+    if learnt:
+      encoders += span_training.learn_support(base, train, tuning_of(config, mode), seed=config.seed + f,
+                                              snapshots=learnt)
+  for k, encoder in enumerate(encoders):
+    retriever = SlotRetriever(encoder, max_words=s.max_words, none_margin=margins[-1])
+    retriever.set_support(train)
+    scored = retriever.score([q["tokens"] for q in queries], labels=labels, requested=requested)
+    for j, margin in enumerate(margins):
+      retriever.none_margin = margin
+      for b, bonus in enumerate(bonuses):  # one scoring of the queries, each margin and bonus applied to it
+        for u, (q, row) in enumerate(zip(queries, [retriever.answer(x, requested_bonus=bonus) for x in scored])):
+          for t, spans in enumerate(decode_sweep([c for c, _ in row], s.thresholds, **decoding)):
+            spans = [dataclasses.replace(span, end=end) for span, end in
+                     zip(spans, span_boundaries.ends(boundaries, spans, q["tokens"], q.get("offsets")))]
+            # every label here is one of the support's: the types' counts sum to the utterance's
+            typed = span_f1.counts_by_label(q["tags"], to_bio(spans, len(q["tokens"])), entity_types)
+            counts[k, j, b, t, u] = typed.sum(0)
+            by_type[k, j, b, t] += typed
+  return counts, by_type
 
 
 def cv_by_entity(support: list[dict], entity_types: dict[str, int], counts: np.ndarray) -> dict[str, dict]:

@@ -15,6 +15,7 @@ import fewshot_nlu as fn
 from fewshot_nlu import predict
 from fewshot_nlu.encoders import quantize
 from fewshot_nlu.evaluation import span_f1
+from fewshot_nlu.methods.nlu import train as nlu_train
 from fewshot_nlu.models.nlu_model import NLUModel
 
 NLU_YML = """version: "3.1"
@@ -69,7 +70,7 @@ def nlu_yml(tmp_path) -> pathlib.Path:
   return path
 
 
-def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_path, capsys):
+def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_path, capsys, monkeypatch):
   model = fn.fit(nlu_yml, method="nlu", workdir=tmp_path / "run", **tiny(tiny_bert_dir))
   assert isinstance(model, NLUModel) and model.labels == ["greet", "order_pizza", "track"]
   assert model.slot_labels == ["address", "size", "topping"]
@@ -97,6 +98,12 @@ def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_p
   rows = [line.split(" | ")[0].lstrip("| ") for line in report.splitlines()
           if line.startswith("| ") and line.split(" | ")[0].lstrip("| ") in by_entity]
   assert rows == sorted(by_entity, key=lambda name: (by_entity[name]["f1"], name))
+  # the same fit again in its folder (an interrupted one, rerun): every cross-validation fold is read back
+  assert sorted(p.name for p in (tmp_path / "run" / nlu_train.SLOTS_CV_DIR).iterdir()) == ["fold0.npz", "fold1.npz"]
+  monkeypatch.setattr(nlu_train, "_fold_counts", lambda *a, **k: pytest.fail("a saved fold was run again"))
+  again = fn.fit(nlu_yml, method="nlu", workdir=tmp_path / "run", **tiny(tiny_bert_dir))
+  assert again.results["slots"] == model.results["slots"]
+  monkeypatch.undo()
   summary = repr(model).splitlines()  # what print(model) shows a person: the parts and what was learnt
   assert summary[0] == "NLUModel" and summary[1].startswith("  intents: 3 (greet, order_pizza, track) from ")
   assert summary[2].startswith("  slots: 3 slot type(s) (address, size, topping) from 11 example utterance(s); ")
