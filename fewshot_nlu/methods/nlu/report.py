@@ -24,6 +24,16 @@ def write_report(workdir: pathlib.Path, results: dict, examples: Sequence) -> pa
   return path
 
 
+def weakest(results: dict, count: int = 3) -> str:
+  """A terminal line's tail: the entity types with the lowest cross-validation F1 (below 50%), or ""."""
+  by_entity = (results.get("slots") or {}).get("cv_by_entity") or {}
+  weak = sorted((r["f1"], name, r["examples"]) for name, r in by_entity.items() if r["f1"] < 50)[:count]
+  if not weak:
+    return ""
+  return " (weakest entity types in the cross-validation on your examples: " + ", ".join(
+      f"{name} F1 {f1:.0f}% from {n} example{'s' * (n != 1)}" for f1, name, n in weak) + ")"
+
+
 def report_lines(results: dict, examples: Sequence) -> list[str]:
   intents = collections.Counter(e.intent for e in examples if e.intent is not None)
   types = collections.Counter(x.label for e in examples for x in {x.label: x for x in e.entities}.values())

@@ -122,7 +122,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     results.update(evaluate(model, annotated.read(config.data.eval).examples, workdir))
   results = workdirs.write_results(workdir, results)
   if jax.process_index() == 0:
-    report.write_report(workdir, results, data.examples)
+    log.info("report: %s%s", report.write_report(workdir, results, data.examples), report.weakest(results))
   return results
 
 
