@@ -312,7 +312,8 @@ def _calibrate_rejection(config, workdir: pathlib.Path, model, train_split: Inte
                              intent_model.k)
     if scores is not None:
       return intent_model.calibrate_rejection(scores=scores, source="training utterances held out of a second "
-                                                                    "Stage 2 on the other half of each intent's")
+                                                                    "Stage 2 (trained on the other half of each "
+                                                                    "intent's examples)")
     log.warning("out-of-scope calibration: no intent has 2 examples to hold one out; calibrated leave-one-out on "
                 "the training examples instead (over-rejects new in-scope utterances)")
   return intent_model.calibrate_rejection()
