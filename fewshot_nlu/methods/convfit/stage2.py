@@ -247,7 +247,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
         [p.neighbours[0].label == gold for p, gold in zip(evaluation.predictions, eval_split.labels)]))
   start = time.perf_counter()  # held-out: one encoding of that split; half: Stage 2 again; else leave-one-out
   results["rejection"] = _calibrate_rejection(config, workdir, model, train_split, intent_model,
-                                              sentence_encoder).to_dict()
+                                              sentence_encoder, results).to_dict()
   timings["rejection_seconds"] = time.perf_counter() - start
   variant = variant_name(config, is_stage1_model(model.directory), kind)
   results.update({k: round(v, 2) for k, v in timings.items()}, variant=variant, classifier=kind,
@@ -294,13 +294,14 @@ CALIBRATION_FOLDER = "calibration"  # held_out_half: the second Stage 2's checkp
 
 
 def _calibrate_rejection(config, workdir: pathlib.Path, model, train_split: IntentSplit, intent_model: IntentModel,
-                         sentence_encoder) -> rejection.Rejection:
+                         sentence_encoder, results: dict) -> rejection.Rejection:
   """The out-of-scope threshold (``models.rejection``): on ``eval.calibration_split``'s in-scope utterances when
   set (their labels are not read); else by ``eval.calibration_rule``: ``held_out_half`` scores half of each
   intent's training examples against an encoder that Stage 2 trained on the other half (``held_out_scores``),
   ``leave_one_out`` the pool left out one at a time under the encoder trained on all of it (no training; the
   encoder pulled those very examples together, so the threshold rejects far more than its quantile of new
-  in-scope traffic: on small bots 21-59%, bench/results/oos_bots.md)."""
+  in-scope traffic: on small bots 21-59%, bench/results/oos_bots.md). ``held_out_half`` also records in
+  ``results`` the held-out half's intent accuracy (``held_out_half_accuracy``)."""
   split = config.eval.calibration_split
   if split:
     held_out = splits.read_split(config, split)
@@ -308,9 +309,15 @@ def _calibrate_rejection(config, workdir: pathlib.Path, model, train_split: Inte
                                             show_progress=True)
   if config.eval.calibration_rule == "held_out_half" and config.stage2.enabled:
     score = intent_model.rejection_score
-    scores = held_out_scores(config, workdir / CALIBRATION_FOLDER, model, train_split, sentence_encoder, score,
-                             intent_model.k)
-    if scores is not None:
+    held_out = held_out_scores(config, workdir / CALIBRATION_FOLDER, model, train_split, sentence_encoder, score,
+                               intent_model.k)
+    if held_out is not None:
+      scores, accuracy = held_out
+      if accuracy is not None:
+        results["held_out_half_accuracy"] = accuracy
+        log.info("intent accuracy on the %d training examples held out of the second Stage 2: %.1f%% (an encoder "
+                 "and k-NN from the other half: a pessimistic estimate for new utterances)", len(scores),
+                 100 * accuracy)
       return intent_model.calibrate_rejection(scores=scores, source="training utterances held out of a second "
                                                                     "Stage 2 (trained on the other half of each "
                                                                     "intent's examples)")
@@ -334,14 +341,17 @@ def half_split(split: IntentSplit, seed: int) -> tuple[IntentSplit, IntentSplit]
 
 
 def held_out_scores(config, folder: pathlib.Path, model, train_split: IntentSplit, sentence_encoder, score: str,
-                    k: int) -> np.ndarray | None:
+                    k: int) -> tuple[np.ndarray, float | None] | None:
   """``eval.calibration_rule = "held_out_half"``: Stage 2 (the run's config) on the kept half of ``half_split``,
   in ``folder`` (resumable; its checkpoints are deleted once the scores are written to ``folder/scores.json``,
   which a re-run reads back), then each held-out example's rejection ``score`` against the kept half's index
-  under that encoder. None when no intent has two examples."""
+  under that encoder; with the share of held-out examples whose intent that k-NN model got right (a pessimistic
+  estimate of the accuracy on new utterances, from half the examples, for data without a development split;
+  None from a scores file written before it was kept). None when no intent has two examples."""
   done = folder / "scores.json"
   if done.exists():
-    return np.asarray(json.loads(done.read_text())["scores"], np.float64)
+    saved = json.loads(done.read_text())
+    return np.asarray(saved["scores"], np.float64), saved.get("accuracy")
   kept, held = half_split(train_split, config.seed)
   if not held.texts:
     return None
@@ -359,10 +369,12 @@ def held_out_scores(config, folder: pathlib.Path, model, train_split: IntentSpli
                                          label_names=list(train_split.label_names), k=k, classifier="knn")
   predictions = half_model.predict(held.texts, neighbours=1, show_progress=True)
   scores = np.array([rejection.score_of(p, score) for p in predictions])
+  accuracy = float(np.mean([p.label == gold for p, gold in zip(predictions, held.labels)]))
   if jax.process_index() == 0:
-    workdirs.write_json(done, {"scores": scores.tolist(), "held_out": len(held.texts), "kept": len(kept.texts)})
+    workdirs.write_json(done, {"scores": scores.tolist(), "held_out": len(held.texts), "kept": len(kept.texts),
+                               "accuracy": accuracy})
     shutil.rmtree(folder / "checkpoints", ignore_errors=True)
-  return scores
+  return scores, accuracy
 
 
 def _pool(config, train_split: IntentSplit) -> IntentSplit:

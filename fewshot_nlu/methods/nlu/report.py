@@ -59,6 +59,11 @@ def _intent_lines(results: dict, intents: collections.Counter) -> list[str]:
            f"{training.get('method', 'intent model')}, {training.get('variant', '')}; examples per intent: "
            + ", ".join(f"{name} {n}" for name, n in sorted(intents.items())) + ". Its own report: "
            "`intents/report.md`."]
+  accuracy = training.get("held_out_half_accuracy")
+  if accuracy is not None:
+    lines += ["", f"Intent accuracy on the examples held out of a second Stage 2 trained on the other half of each "
+                  f"intent's: {_pct(accuracy)} (k-NN on half the examples: a pessimistic estimate for new "
+                  "utterances; `validation=` gives a real one)."]
   rejection = training.get("rejection")
   if rejection:
     lines += ["", f"Out of scope below {rejection['threshold']:.3f} ({rejection['rule']}); a rejected text's "

@@ -116,6 +116,7 @@ def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, vari
     assert loaded.rejection.rows == 4 and not (calibration / "checkpoints").exists()
     saved = json.loads((calibration / "scores.json").read_text())
     assert (saved["held_out"], saved["kept"]) == (4, 8)
+    assert results["held_out_half_accuracy"] == saved["accuracy"] and saved["accuracy"] in (0, 0.25, 0.5, 0.75, 1)
     assert loaded.rejection.threshold == pytest.approx(np.quantile(saved["scores"], 0.1))
   else:  # no Stage 2, nothing trained on the examples: leave-one-out is out of fold
     assert loaded.rejection.rule.startswith("leave-one-out") and not calibration.exists()
