@@ -274,7 +274,7 @@ def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path |
                                        leave=False)):
     order = sorted(int(i) for i in held)
     saved = cache / f"fold{f}.npz" if cache is not None else None
-    key = hashlib.sha1(json.dumps([cache_key, f, order]).encode()).hexdigest()
+    key = hashlib.sha1(json.dumps([cache_key, f, order], default=str).encode()).hexdigest()
     if saved is not None and saved.exists():
       with np.load(saved) as done:
         if str(done["key"]) == key:  # this fold's counts from an interrupted (or earlier) run of the same fit
