@@ -13,6 +13,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Callable, Sequence
 
@@ -60,17 +61,36 @@ def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path
              amend: Callable[[dict], None] | None = None) -> dict | None:
   """Runs ``fewshot_nlu.main`` with ``config_args`` into ``workdir``; returns the appended row (None when the
   run had already finished). ``amend`` adds to the run's results (read from ``results.json``) before the row is
-  written. Raises SystemExit with the run's stderr tail if it fails."""
+  written. Raises SystemExit with the run's stderr tail if it fails. The row's ``wall_seconds`` sums every
+  attempt at the run (a killed or failed one resumes from its checkpoints when rerun): each attempt's wall is
+  kept, every 10 s, in ``.<workdir name>.wall.json`` beside the workdir; a resumed row also says how many
+  attempts and the last one's wall."""
   if (workdir / "results.json").exists():
     return None
   cmd = [sys.executable, "-m", "fewshot_nlu.main", *config_args[:1], f"--workdir={workdir}", *config_args[1:]]
   print("$", " ".join(cmd[1:]), flush=True)
+  # the wall of every attempt at this run (a killed one resumes from its checkpoints), kept beside its workdir
+  ledger = workdir.parent / f".{workdir.name}.wall.json"
+  before = json.loads(ledger.read_text()) if ledger.exists() else {"seconds": 0.0, "attempts": 0}
+  ledger.parent.mkdir(parents=True, exist_ok=True)
   start = time.perf_counter()
-  proc = subprocess.run(cmd, cwd=REPO, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"),
-                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-  wall = time.perf_counter() - start
+  with tempfile.TemporaryFile("w+") as stderr:
+    proc = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"),
+                            stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+    while proc.poll() is None:
+      ledger.write_text(json.dumps({"seconds": before["seconds"] + time.perf_counter() - start,
+                                    "attempts": before["attempts"] + 1}))
+      try:
+        proc.wait(timeout=10)
+      except subprocess.TimeoutExpired:
+        pass
+    stderr.seek(0)
+    errors = stderr.read()
+  this = time.perf_counter() - start
+  wall = before["seconds"] + this
+  ledger.write_text(json.dumps({"seconds": wall, "attempts": before["attempts"] + 1}))
   if proc.returncode:
-    print(proc.stderr[-3000:], file=sys.stderr)
+    print(errors[-3000:], file=sys.stderr)
     raise SystemExit(f"{name} seed {seed} failed (exit {proc.returncode})")
   result = json.loads((workdir / "results.json").read_text())
   if amend:
@@ -78,6 +98,8 @@ def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path
   row = {"name": name, "seed": seed, "wall_seconds": round(wall, 1),
          "command": "python -m fewshot_nlu.main " + " ".join(config_args),
          "results": result, "machine": cpu()}
+  if before["attempts"]:  # resumed: the wall above sums every attempt's
+    row["attempts"], row["last_attempt_wall_seconds"] = before["attempts"] + 1, round(this, 1)
   rows_file.parent.mkdir(parents=True, exist_ok=True)
   with open(rows_file, "a", encoding="utf-8") as f:
     f.write(json.dumps(row) + "\n")

@@ -1,7 +1,10 @@
-"""``bench/runner.py``: a results table names the machines its rows were measured on, not the one rewriting it."""
+"""``bench/runner.py``: a results table names the machines its rows were measured on, not the one rewriting it;
+a row's wall counts every attempt at its run."""
 
 import pathlib
 import sys
+
+import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "bench"))  # bench scripts import their siblings
 from bench import runner  # noqa: E402
@@ -16,3 +19,26 @@ def test_a_table_names_the_machines_its_rows_record():
   mixed = [{"machine": "amd, 2 CPUs"}, {"machine": "amd, 2 CPUs"}, {"machine": "intel, 2 CPUs"}]
   assert runner.machine(mixed) == "Machines (as each row records): amd, 2 CPUs (2 rows); intel, 2 CPUs (1 row)."
   assert runner.machine([{"results": {}}]) == here  # a row without one: this machine's
+
+
+def test_a_rows_wall_sums_every_attempt_at_the_run(tmp_path, monkeypatch):
+  """``run_main``: a run that fails (or is killed) and is rerun gets one row whose wall counts both attempts."""
+  fake = tmp_path / "fake_main.py"  # stands in for `python -m fewshot_nlu.main --workdir=W ...`
+  fake.write_text("import json, pathlib, sys, time\n"
+                  "workdir = pathlib.Path(next(a for a in sys.argv if a.startswith('--workdir='))[10:])\n"
+                  "time.sleep(0.3)\n"
+                  "if not (workdir.parent / 'second').exists():\n"
+                  "  (workdir.parent / 'second').touch(); sys.exit('first attempt dies')\n"
+                  "workdir.mkdir(); (workdir / 'results.json').write_text(json.dumps({'f1': 0.5}))\n")
+  wrapper = tmp_path / "python"
+  wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {fake} \"$@\"\n")
+  wrapper.chmod(0o755)
+  monkeypatch.setattr(runner.sys, "executable", str(wrapper))
+  rows, workdir = tmp_path / "rows.jsonl", tmp_path / "runs" / "cell-0"
+  with pytest.raises(SystemExit, match="failed"):
+    runner.run_main("cell", 0, ["--config=x.py", "--config.seed=0"], workdir, rows)
+  row = runner.run_main("cell", 0, ["--config=x.py", "--config.seed=0"], workdir, rows)
+  assert row["results"] == {"f1": 0.5} and row["attempts"] == 2
+  assert row["wall_seconds"] >= 0.6 and row["wall_seconds"] > row["last_attempt_wall_seconds"] >= 0.3
+  assert runner.load_rows(rows) == [row]
+  assert runner.run_main("cell", 0, ["--config=x.py"], workdir, rows) is None  # done: not run again
