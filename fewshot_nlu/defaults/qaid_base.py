@@ -57,6 +57,8 @@ def add_qaid_fields(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
   config.eval.dev_every = 20
   config.eval.select_best = False  # True: evaluate and export the best step on eval.dev_split (not the last)
   config.eval.patience = 0  # > 0: with select_best, stop after this many dev measurements without a better one
+  config.eval.calibration_split = ""  # held-out in-scope texts the out-of-scope threshold is calibrated on (their
+  # labels unread; fit's validation=); "": the training queries left out one at a time (over-rejects)
 
   q = config.qaid = ml_collections.ConfigDict()
   q.stage = "finetune"  # "pretrain" | "finetune"

@@ -337,10 +337,19 @@ class QAIDModel:
       out.append((means if self.match == "intent_doc" else means[:, scored]).max(axis=1))
     return np.concatenate(out).astype(np.float32)
 
-  def calibrate_rejection(self, quantile: float = rejection.DEFAULT_QUANTILE, *, show_progress: bool = False
-                          ) -> rejection.Rejection:
-    """Sets (and returns) ``rejection``: the ``quantile`` quantile of ``leave_one_out_scores`` (see the module
-    docstring for how far they are out of fold). Costs one scoring pass of the example queries."""
+  def calibrate_rejection(self, quantile: float = rejection.DEFAULT_QUANTILE, *, texts: Sequence[str] | None = None,
+                          source: str = "held-out", show_progress: bool = False) -> rejection.Rejection:
+    """Sets (and returns) ``rejection``: the ``quantile`` quantile of the Scores (Eq. 1) of ``texts``, held-out
+    in-scope utterances (``source`` names them in the rule); without them, of ``leave_one_out_scores`` (see the
+    module docstring for how far they are out of fold: the encoder was trained on those queries, so that
+    threshold rejects more new in-scope utterances than its quantile). Costs one scoring pass."""
+    if texts is not None:
+      if not len(texts):
+        raise ValueError(f"no {source} utterances to calibrate the out-of-scope threshold on")
+      scores = np.array([p.score for p in self.predict(texts, neighbours=1, show_progress=show_progress)])
+      self.rejection = rejection.calibrate(scores, quantile, rule=f"Score of {len(texts)} {source} in-scope "
+                                                                  f"utterances, match={self.match}")
+      return self.rejection
     scores = self.leave_one_out_scores(show_progress=show_progress)
     rule = {"qa": "Score of each example query against the intent names (not used at inference)",
             "qq+qa": "leave-one-out Score of each example query against the other rows",

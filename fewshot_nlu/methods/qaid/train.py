@@ -515,8 +515,16 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
     results.update(evaluation.results)
     results["eval_seconds"] = round(time.perf_counter() - start, 1)
     results["accuracy_by_match"] = accuracy_by_match(qaid, eval_split)  # every inference mode, the same model
-    start = time.perf_counter()  # one scoring pass of the training examples, each left out of its own row
-    results["rejection"] = qaid.calibrate_rejection().to_dict()
+    start = time.perf_counter()  # one scoring pass: of held-out in-scope texts, or the examples left out
+    if config.eval.calibration_split:
+      held_out = splits.read_split(config, config.eval.calibration_split)
+      results["rejection"] = qaid.calibrate_rejection(
+          texts=held_out.texts, source=f"{config.data.builder}/{config.eval.calibration_split}").to_dict()
+    else:
+      log.warning("out-of-scope threshold: from the training queries left out one at a time under a model trained "
+                  "on them, so it rejects more new in-scope utterances than its 10%% (held-out texts calibrate it: "
+                  "fit(..., validation=...), --config.eval.calibration_split)")
+      results["rejection"] = qaid.calibrate_rejection().to_dict()
     results["rejection_seconds"] = round(time.perf_counter() - start, 1)
     if jax.process_index() == 0:
       with workdirs.atomic_folder(workdir / "export") as export:

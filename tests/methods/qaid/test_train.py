@@ -142,6 +142,8 @@ def test_finetune_ablations_end_to_end(tmp_path, tiny_bert_dir, overrides):
     (tmp_path / "d.tsv").write_text("money\ttransfers and payments\n")
     overrides = {**overrides, "intent_descriptions": str(tmp_path / "d.tsv")}
   config.qaid.update(overrides)
+  if overrides.get("loss") == "triplet":  # held-out in-scope texts calibrate the out-of-scope threshold
+    config.eval.calibration_split = "test"
   results = main.run(config, tmp_path / "run")
   assert results["steps"] == 3
   rows = [r.split("\t") for r in (tmp_path / "run" / "predictions.tsv").read_text().splitlines()[1:]]
@@ -150,6 +152,13 @@ def test_finetune_ablations_end_to_end(tmp_path, tiny_bert_dir, overrides):
   model = QAIDModel.load(tmp_path / "run" / "export")
   assert model.similarity == config.qaid.similarity and model.match == config.qaid.match
   assert model.rejection.to_dict() == results["rejection"] and f"match={config.qaid.match}" in model.rejection.rule
+  if config.eval.calibration_split:  # Eq. 1's Score of each test text (labels unread), its 10th percentile
+    assert model.rejection.rule.startswith("Score of 12 banking77/test in-scope utterances")
+    scores = [p.score for p in model.predict([r[0] for r in rows], neighbours=1)]
+    assert model.rejection.rows == 12 and model.rejection.threshold == pytest.approx(np.quantile(scores, 0.1),
+                                                                                      abs=1e-5)
+  else:
+    assert model.rejection.rule.startswith("leave-one-out") or model.rejection.rule.startswith("Score of each")
   assert [p.label for p in model.predict([r[0] for r in rows])] == [r[2] for r in rows]  # the export agrees
   if "intent_descriptions" in overrides:
     assert {r["label"]: r["text"] for r in model.rows if r["kind"] == "answer"}["money"] == "transfers and payments"
