@@ -84,8 +84,9 @@ CSV_DELIMITERS = (",", ";", "\t")  # a comma, or what spreadsheets write in loca
 def csv_rows(path: pathlib.Path) -> tuple[list[str], Iterator[tuple[str, dict[str, str]]]]:
   """(the header's column names, then ``(file:line, {column: cell})`` per row) of a CSV file in UTF-8 (a
   byte-order mark, as spreadsheets write one, is skipped), its cells separated by commas, or by semicolons or tabs
-  where the header line holds one of those and no comma. Errors name the file and line: undecodable bytes, an
-  empty row (every row holds one example), a row with another number of cells than the header."""
+  where the header line holds one of those and no comma; a row's missing trailing cells are empty. Errors name
+  the file and line: undecodable bytes, an empty row (every row holds one example), more cells than the header
+  names."""
   path = pathlib.Path(path)
   raw = path.read_bytes()
   try:
@@ -104,9 +105,9 @@ def csv_rows(path: pathlib.Path) -> tuple[list[str], Iterator[tuple[str, dict[st
       where = f"{path}:{line}"
       if not row:
         raise DataError(f"{where}: empty line (every row must hold one example)")
-      if len(row) != len(header):
+      if len(row) > len(header):
         raise DataError(f"{where}: {len(row)} fields, but the header names {len(header)}")
-      yield where, dict(zip(header, row))
+      yield where, dict(zip(header, row + [""] * (len(header) - len(row))))  # trailing empty cells left out
       line = reader.line_num + 1
 
   return header, rows()

@@ -12,7 +12,7 @@ Features: ``index`` (the example's position in its file, from 0), ``text`` (stri
 (``Sequence(Text)``; ``[label]`` for a single-label file).
 
 Nothing is skipped: errors name the file, the line and the field at fault (missing column or key, empty text,
-empty label, invalid JSON, a row with too many or too few fields, an empty line).
+empty label, invalid JSON, a row with more fields than the header (missing trailing cells are empty), an empty line).
 """
 
 from __future__ import annotations
