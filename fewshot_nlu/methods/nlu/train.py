@@ -278,10 +278,12 @@ def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path |
     if saved is not None and saved.exists():
       with np.load(saved) as done:
         if str(done["key"]) == key:  # this fold's counts from an interrupted (or earlier) run of the same fit
-          counts[..., order, :], by_type[:] = done["counts"], by_type + done["by_type"]
+          counts[..., order, :] = done["counts"]
+          by_type += done["by_type"]
           continue
     fold_counts, fold_by_type = _fold_counts(base, support, order, f, config, steps_grid=steps_grid, learnt=learnt,
-                                             margins=margins, bonuses=bonuses, entity_types=entity_types)
+                                             candidates=len(candidates), margins=margins, bonuses=bonuses,
+                                             entity_types=entity_types)
     counts[..., order, :] = fold_counts
     by_type += fold_by_type
     if saved is not None and jax.process_index() == 0:
@@ -307,7 +309,7 @@ def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path |
 
 
 def _fold_counts(base: SpanEncoder, support: list[dict], order: list[int], f: int, config, *, steps_grid: list,
-                 learnt: list, margins: list, bonuses: list, entity_types: dict[str, int]
+                 learnt: list, candidates: int, margins: list, bonuses: list, entity_types: dict[str, int]
                  ) -> tuple[np.ndarray, np.ndarray]:
   """One cross-validation fold of ``select``: the utterances ``order`` held out, decoded by every setting from the
   rest; (counts [candidates, margins, bonuses, thresholds, len(order), 3], the same pooled per entity type
@@ -316,7 +318,6 @@ def _fold_counts(base: SpanEncoder, support: list[dict], order: list[int], f: in
   held = set(order)
   train = [u for i, u in enumerate(support) if i not in held]
   queries = [support[i] for i in order]
-  candidates = (0 in steps_grid) + len(s.modes) * len(learnt)
   counts = np.zeros((candidates, len(margins), len(bonuses), len(s.thresholds), len(order), 3), np.int64)
   by_type = np.zeros((*counts.shape[:4], len(entity_types), 3), np.int64)
   if not any(t != "O" for u in train for t in u["tags"]):
