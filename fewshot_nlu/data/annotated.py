@@ -11,7 +11,9 @@ raw text. One reader per form, each with errors naming the file, the line and th
     or a list of names; in CSV names separated by spaces), which the slot filler learns to weigh
     (``parse(..., requested_slots=...)``);
   * a ``seq.in`` / ``seq.out`` / ``label`` folder (``read_joint_folder``, the ``joint_nlu_folder`` layout): its
-    whitespace tokens joined by single spaces, each BIO slot an entity at the characters it covers.
+    whitespace tokens joined by single spaces, each BIO slot an entity at the characters it covers;
+  * a Dialogflow ES agent export, its ``.zip`` or the folder it unpacks to (``data.dialogflow``): training
+    phrases with their parameters, entity entries' synonyms.
 
 ``read(source)`` takes any of them by path, or a list of dicts in the table's form (``{"text", "intent",
 "entities"}``). Every example becomes an ``Example``; ``to_bio`` turns one into words with character offsets
@@ -37,6 +39,16 @@ from fewshot_nlu.errors import DataError, MissingDataFile
 log = logging.getLogger(__name__)
 
 ROLE_SEPARATOR = ":"  # a slot label is "entity" or "entity:role"
+_WARNED: set[str] = set()
+
+
+def warn_once(logger: logging.Logger, message: str, *args) -> None:
+  """A warning about the data, logged once per process: a fit reads its examples more than once (the checks, the
+  intents, the slots), and a person should see each problem once."""
+  text = message % args
+  if text not in _WARNED:
+    _WARNED.add(text)
+    logger.warning(text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,9 +168,8 @@ def example(text: Any, intent: Any, entities: Any, where: str, synonyms: dict[st
                       f"{ROLE_SEPARATOR!r}")
     cut = [i for i in (start, end) if 0 < i < len(text) and text[i - 1].isalnum() and text[i].isalnum()]
     if cut:  # most likely an offset one character off; learnt as written (a value inside a word can be meant)
-      log.warning("%s: entities[%d]: entity %r at [%d, %d) is %r, cutting the word %r: an offset off by a "
-                  "character? (learnt as annotated)", where, i, name, start, end, text[start:end],
-                  _word_at(text, cut[0]))
+      warn_once(log, "%s: entities[%d]: entity %r at [%d, %d) is %r, cutting the word %r: an offset off by a "
+                "character? (learnt as annotated)", where, i, name, start, end, text[start:end], _word_at(text, cut[0]))
     role = e.get("role")
     if role is not None and (not isinstance(role, str) or not role.strip() or any(c.isspace() for c in role)):
       raise DataError(f"{field}: role {role!r} must be a non-empty name without spaces")
@@ -227,20 +238,24 @@ def support_rows(examples: Sequence[Example]) -> list[dict]:
 # --------------------------------------------------------------------------------------------- readers
 
 def read(source: Any) -> Annotated:
-  """Annotated examples from a path (``.yml`` / ``.yaml``: Rasa; ``.jsonl`` / ``.csv``: table; a folder: the
-  ``seq.in`` / ``seq.out`` / ``label`` layout) or a list of ``{"text", "intent", "entities"}`` dicts."""
+  """Annotated examples from a path (``.yml`` / ``.yaml``: Rasa; ``.jsonl`` / ``.csv``: table; a Dialogflow
+  export's ``.zip`` or a folder with its ``agent.json``; another folder: the ``seq.in`` / ``seq.out`` / ``label``
+  layout) or a list of ``{"text", "intent", "entities"}`` dicts."""
   if isinstance(source, (str, pathlib.Path)):
     path = pathlib.Path(source).expanduser()
     if not path.exists():
       raise MissingDataFile(f"{path}: no such file or folder")
+    from fewshot_nlu.data import dialogflow
+    if dialogflow.is_export(path):
+      return dialogflow.read_dialogflow(path)
     if path.is_dir():
       return read_joint_folder(path)
     if path.suffix in (".yml", ".yaml"):
       return read_rasa(path)
     if path.suffix in (".jsonl", ".csv"):
       return read_table(path)
-    raise DataError(f"{path}: expected a Rasa nlu.yml, a .jsonl / .csv with text, intent and entities, or a "
-                    "seq.in / seq.out / label folder")
+    raise DataError(f"{path}: expected a Rasa nlu.yml, a .jsonl / .csv with text, intent and entities, a "
+                    "Dialogflow export (.zip, or its folder with agent.json) or a seq.in / seq.out / label folder")
   if isinstance(source, Annotated):
     return source
   if isinstance(source, (list, tuple)):
@@ -386,7 +401,7 @@ def read_rasa(path: pathlib.Path) -> Annotated:
     else:
       ignored.setdefault(kind, []).append(name)
   if ignored:
-    log.warning("%s: not used: %s (the slot filler learns entities from annotated examples; add examples that "
+    warn_once(log, "%s: not used: %s (the slot filler learns entities from annotated examples; add examples that "
                 "show the values instead)", path, "; ".join(f"{k} {', '.join(v)}" for k, v in ignored.items()))
   rows = []
   for intent, line, where in raw:

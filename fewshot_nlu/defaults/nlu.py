@@ -5,7 +5,8 @@
   python -m fewshot_nlu.main --config=configs/nlu.py:qaid ...        # QAID for the intents
 
 ``data.train``: a Rasa ``nlu.yml``, a ``.jsonl`` / ``.csv`` with ``text``, ``intent`` and ``entities``
-(character spans), or a ``seq.in`` / ``seq.out`` / ``label`` folder (``data.annotated``); ``data.eval``
+(character spans), a Dialogflow ES export (its ``.zip``, or the folder with its ``agent.json``), or a ``seq.in`` /
+``seq.out`` / ``label`` folder (``data.annotated``); ``data.eval``
 (optional, the same forms): held-out examples the run scores (intent accuracy, slot F1, sentence accuracy);
 never used to choose anything.
 
@@ -67,7 +68,7 @@ def get_config(intent_method: str = "convfit") -> ml_collections.ConfigDict:
   config.distributed = base.distributed
 
   config.data = ml_collections.ConfigDict()
-  config.data.train = ""  # annotated examples (data.annotated): nlu.yml, .jsonl / .csv, or a seq.in folder
+  config.data.train = ""  # annotated examples (data.annotated): nlu.yml, .jsonl / .csv, Dialogflow .zip, seq.in folder
   config.data.eval = ""  # optional held-out examples in the same forms, scored at the end
 
   config.intent_method = intent_method

@@ -52,7 +52,8 @@ FALLBACK_RESAMPLES = 1000  # paired bootstrap resamples that weigh a less prefer
 def validate(config: ml_collections.ConfigDict) -> None:
   if not config.data.train:
     raise config_checks.ConfigError("config.data.train: empty; give your annotated examples (a Rasa nlu.yml, a "
-                                    ".jsonl / .csv with text, intent and entities, or a seq.in folder)")
+                                    ".jsonl / .csv with text, intent and entities, a Dialogflow export .zip, or a "
+                                    "seq.in folder)")
   config_checks.require_choice(config, "intent_method", nlu_defaults.INTENT_METHODS)
   s = config.slots
   config_checks.require_positive(config, "slots.max_length", "slots.max_words", "slots.learning_rate",
