@@ -81,7 +81,8 @@ def run_bot(dataset: str, seed: int, data_dir: str, root: pathlib.Path) -> dict:
   r = model.results
   return {"dataset": dataset, "seed": seed, "results": results, "wall_seconds": round(wall, 1),
           "stage2_seconds": r.get("stage2_seconds"), "calibration_seconds": r.get("rejection_seconds"),
-          "num_pool": len(texts), "command": f"python bench/oos_bots.py --cells {dataset}:{BOT} --seeds {seed}",
+          "held_out_half_accuracy": r.get("held_out_half_accuracy"), "num_pool": len(texts),
+          "command": f"python bench/oos_bots.py --cells {dataset}:{BOT} --seeds {seed}",
           "machine": cpu()}
 
 
