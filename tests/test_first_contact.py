@@ -24,6 +24,8 @@ from fewshot_nlu.models.protocol import EMPTY
 ROOT = pathlib.Path(__file__).parents[1]
 # the tiny random model; every other field is the shipped default
 TINY = {"model": {"max_length": 16}, "compilation_cache_dir": "", "mesh": {"data": 1}}
+# for tests of what a fit leaves behind, not of how it trains: a few steps, no second Stage 2 for the threshold
+QUICK = {"train": {"max_steps": 4}, "eval": {"calibration_rule": "leave_one_out"}}
 
 PIZZA = {  # a first bot: few intents, uneven examples, punctuation
     "order": ["I'd like a large pepperoni pizza", "order a margherita, please", "can I get two pizzas?",
@@ -71,9 +73,9 @@ def test_fit_with_the_defaults_works_on_a_few_intents_and_leaves_no_checkpoints(
 
 def test_fit_keeps_checkpoints_when_asked_and_a_temporary_workdir_holds_only_the_export(tiny_bert_dir, tmp_path):
   texts, labels = as_lists(PIZZA)
-  kept = fn.fit(texts, labels, workdir=tmp_path / "kept", keep_checkpoints=True, **tiny(tiny_bert_dir))
+  kept = fn.fit(texts, labels, workdir=tmp_path / "kept", keep_checkpoints=True, **tiny(tiny_bert_dir, **QUICK))
   assert any((kept.workdir / "checkpoints").iterdir())
-  temporary = fn.fit(texts, labels, **tiny(tiny_bert_dir))
+  temporary = fn.fit(texts, labels, **tiny(tiny_bert_dir, **QUICK))
   assert not (temporary.workdir / "checkpoints").exists() and (temporary.workdir / "export").is_dir()
 
 
@@ -82,7 +84,8 @@ def test_a_run_that_fails_before_its_first_checkpoint_does_not_claim_the_workdir
   with pytest.raises(Exception):  # fails inside the run, after the claim: the model cannot be loaded
     fn.fit(texts, labels, workdir=tmp_path / "run", **tiny(tmp_path / "no_model_here"))
   assert not (tmp_path / "run" / "identity.json").exists()
-  model = fn.fit(texts, labels, workdir=tmp_path / "run", train={"batch_size": 24}, **tiny(tiny_bert_dir))
+  model = fn.fit(texts, labels, workdir=tmp_path / "run", train={"batch_size": 24, "max_steps": 4},
+                 **tiny(tiny_bert_dir, eval=QUICK["eval"]))
   assert model.predict(["hello"])[0].label in PIZZA
 
 
@@ -141,7 +144,7 @@ def model(tiny_bert_dir, tmp_path_factory):
   import os
   os.environ["FEWSHOT_NLU_CACHE"] = str(tmp_path_factory.mktemp("cache"))
   texts, labels = as_lists(PIZZA)
-  return fn.fit(texts, labels, **tiny(tiny_bert_dir))
+  return fn.fit(texts, labels, **tiny(tiny_bert_dir, **QUICK))
 
 
 @pytest.mark.parametrize("texts,labels,message", [

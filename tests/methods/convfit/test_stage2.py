@@ -54,8 +54,9 @@ def toy_intents(tmp_path):
     # the shipped default: packed rows, logistic regression, rejection calibrated on a held-out split
     ({"eval__calibration_split": "test"}, "LM+S2-OCL (linear)"),
     ({"classifier__kind": "knn", "classifier__space": "projected", "train__packing": False}, "LM+S2-OCL (knn)"),
-    ({"stage2__loss": "smax", "stage2__sampling": "paper", "stage2__negatives": 1, "classifier__kind": "knn"},
-     "LM+S2-SMAX (knn)"),
+    # ... and the out-of-scope threshold by leave-one-out on the pool: no second Stage 2
+    ({"stage2__loss": "smax", "stage2__sampling": "paper", "stage2__negatives": 1, "classifier__kind": "knn",
+      "eval__calibration_rule": "leave_one_out"}, "LM+S2-SMAX (knn)"),
     pytest.param({"stage2__loss": "cos", "classifier__kind": "mlp", "model__init": "random"}, "RAND+S2-COS (mlp)",
                  marks=pytest.mark.slow),
     ({"stage2__enabled": False, "eval__extra_pool_splits": ("test",), "classifier__kind": "knn"}, "LM (knn)"),
@@ -111,22 +112,17 @@ def test_stage2_end_to_end(tmp_path, tiny_bert_dir, toy_intents, overrides, vari
   calibration = tmp_path / "run" / convfit.CALIBRATION_FOLDER
   if config.eval.calibration_split:  # on the split's utterances, not the pool
     assert loaded.rejection.rule.endswith("of 2 intent_folder/test in-scope utterances") and loaded.rejection.rows == 2
-  elif config.stage2.enabled:  # the shipped rule: 1 of each intent's 3 examples held out of a second Stage 2
+  elif config.stage2.enabled and config.eval.calibration_rule == "held_out_half":  # the shipped rule: 1 of each
+    # intent's 3 examples held out of a second Stage 2
     assert "of 4 training utterances held out of a second Stage 2" in loaded.rejection.rule
     assert loaded.rejection.rows == 4 and not (calibration / "checkpoints").exists()
     saved = json.loads((calibration / "scores.json").read_text())
     assert (saved["held_out"], saved["kept"]) == (4, 8)
     assert results["held_out_half_accuracy"] == saved["accuracy"] and saved["accuracy"] in (0, 0.25, 0.5, 0.75, 1)
     assert loaded.rejection.threshold == pytest.approx(np.quantile(saved["scores"], 0.1))
-  else:  # no Stage 2, nothing trained on the examples: leave-one-out is out of fold
+  else:  # leave-one-out on the pool (asked for, or no Stage 2): no second Stage 2
     assert loaded.rejection.rule.startswith("leave-one-out") and not calibration.exists()
-
-
-def test_the_leave_one_out_calibration_rule_trains_no_second_stage2(tmp_path, tiny_bert_dir, toy_intents):
-  config = _stage2_config(toy_intents, tiny_bert_dir, eval__calibration_rule="leave_one_out")
-  results = main.run(config, tmp_path / "run")
-  assert results["rejection"]["rule"].startswith("leave-one-out") and results["rejection"]["rows"] == 12
-  assert not (tmp_path / "run" / convfit.CALIBRATION_FOLDER).exists()
+    assert loaded.rejection.rows == results["num_pool"] and "held_out_half_accuracy" not in results
 
 
 def test_the_held_out_half_is_half_of_each_intent_drawn_by_the_seed():
@@ -143,7 +139,8 @@ def test_the_held_out_half_is_half_of_each_intent_drawn_by_the_seed():
 def test_auto_classifier_is_the_candidate_most_accurate_on_the_development_split(tmp_path, tiny_bert_dir,
                                                                                   toy_intents, monkeypatch):
   config = _stage2_config(toy_intents, tiny_bert_dir, classifier__select_split="train", train__epochs=1,
-                          classifier__candidates=("knn", "prototype", "linear"))
+                          classifier__candidates=("knn", "prototype", "linear"),
+                          eval__calibration_rule="leave_one_out")  # no second Stage 2: not under test here
   encoded = []
   original = SentenceEncoder.encode
   monkeypatch.setattr(SentenceEncoder, "encode", lambda self, texts, **kw: encoded.append(list(texts)) or
