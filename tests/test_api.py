@@ -30,7 +30,8 @@ VALID = ([C[1], C[4], C[10]], ["bank", "music", "chat"])
 TINY = {"model": {"max_length": 16}, "compilation_cache_dir": "", "mesh": {"data": 1}, "eval": {"batch_size": 16},
         "train": {"batch_size": 8, "max_steps": 1, "save_every": 2, "log_every": 1}}
 PER_METHOD = {
-    "convfit": {"stage2": {"examples_per_class": 2, "length_groups": 1}, "eval": {"before_training": False}},
+    "convfit": {"stage2": {"examples_per_class": 2, "length_groups": 1},  # no second Stage 2 for the threshold
+                "eval": {"before_training": False, "calibration_rule": "leave_one_out"}},
     "baseline": {"eval": {"before_training": False}},
     "qaid": {"qaid": {"query_length": 16, "answer_length": 8}},
     "multi_convfit": {"stage2": {"length_groups": 1, "fast_epochs_factor": 1}, "classifier": {"mlp": {"epochs": 5}}},
