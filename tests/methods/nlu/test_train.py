@@ -46,7 +46,8 @@ nlu:
 def tiny(model_dir) -> dict:
   """The tiny random model for both parts, a step or two of training."""
   return {"intents": {"model": {"name": str(model_dir), "max_length": 16}, "compilation_cache_dir": "",
-                      "mesh": {"data": 1}, "train": {"max_steps": 2}},
+                      "mesh": {"data": 1}, "train": {"max_steps": 2},
+                      "eval": {"calibration_rule": "leave_one_out"}},  # no second Stage 2 (test_stage2 runs it)
           "slots": {"model": str(model_dir), "encoder": "", "encoder_layers": 2, "support_steps": (0, 2),
                     "folds": 2},
           "compilation_cache_dir": ""}
