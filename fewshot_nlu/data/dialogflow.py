@@ -106,6 +106,20 @@ class _Export:
       line += text.count("\n", i, end)
       i = end
 
+  def definitions(self, folder: str, kind: str, language: str) -> Iterator[tuple[str, dict, str | None]]:
+    """(file, its JSON object, its ``<name>_<kind>_<language>.json`` companion or None) per definition file
+    directly under ``folder`` (``intents`` with ``usersays``, ``entities`` with ``entries``)."""
+    for name in self.names:
+      if name.startswith(f"{folder}/") and name.count("/") == 1 and f"_{kind}_" not in name:
+        companion = f"{name[:-len('.json')]}_{kind}_{language}.json"
+        yield name, _object(self.json(name), self.where(name)), companion if companion in self.names else None
+
+  def objects(self, name: str, what: str) -> Iterator[tuple[str, dict]]:
+    """(``file:line``, the object) per item of the JSON list of objects in ``name``."""
+    for line, item in self.items(name, what):
+      where = f"{self.where(name)}:{line}"
+      yield where, _object(item, where)
+
   def close(self) -> None:
     if self._zip is not None:
       self._zip.close()
@@ -137,24 +151,17 @@ def _read(export: _Export) -> annotated.Annotated:
   synonyms, ignored = _synonyms(export, language)
   rows: list[annotated.Example] = []
   fallback, templates, silent = [], 0, []
-  suffix = f"_usersays_{language}.json"
-  for name in export.names:
-    if not (name.startswith("intents/") and name.count("/") == 1) or "_usersays_" in name:
-      continue
-    intent = _object(export.json(name), export.where(name))
+  for name, intent, phrases in export.definitions("intents", "usersays", language):
     title = intent.get("name")
     if not isinstance(title, str) or not title.strip():
       raise DataError(f"{export.where(name)}: field 'name': expected the intent's name, got {title!r}")
-    phrases = name[:-len(".json")] + suffix
-    if phrases not in export.names:
+    if phrases is None:
       silent.append(title)
       continue
     if intent.get("fallbackIntent"):
       fallback.append(title)
       continue
-    for line, phrase in export.items(phrases, "training phrases"):
-      where = f"{export.where(phrases)}:{line}"
-      phrase = _object(phrase, where)
+    for where, phrase in export.objects(phrases, "training phrases"):
       if phrase.get("isTemplate"):
         templates += 1
         continue
@@ -173,7 +180,8 @@ def _read(export: _Export) -> annotated.Annotated:
   if silent:
     log.info("%s: intents without %s training phrases: %s", export.path, language, ", ".join(sorted(silent)))
   if not rows:
-    raise DataError(f"{export.path}: no training phrases in language {language!r} (intents/<name>{suffix})")
+    raise DataError(f"{export.path}: no training phrases in language {language!r} (intents/<name>_usersays_"
+                    f"{language}.json)")
   return annotated.Annotated(tuple(rows), synonyms, str(export.path))
 
 
@@ -200,21 +208,14 @@ def _synonyms(export: _Export, language: str) -> tuple[dict[str, str], list[str]
   """(surface value, lower case -> entry value) from every entity's entries, and what was not used."""
   synonyms: dict[str, str] = {}
   regexp, composite = [], []
-  suffix = f"_entries_{language}.json"
-  for name in export.names:
-    if not (name.startswith("entities/") and name.count("/") == 1) or "_entries_" in name:
-      continue
-    entity = _object(export.json(name), export.where(name))
-    entries = name[:-len(".json")] + suffix
-    if entries not in export.names:
+  for name, entity, entries in export.definitions("entities", "entries", language):
+    if entries is None:
       continue
     title = str(entity.get("name") or posixpath.basename(name)[:-len(".json")])
     if entity.get("isRegexp"):
       regexp.append(title)
       continue
-    for line, entry in export.items(entries, "entity entries"):
-      where = f"{export.where(entries)}:{line}"
-      entry = _object(entry, where)
+    for where, entry in export.objects(entries, "entity entries"):
       value = entry.get("value")
       if not isinstance(value, str) or not value.strip():
         raise DataError(f"{where}: field 'value': expected the entry's value, got {value!r}")
