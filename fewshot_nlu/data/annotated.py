@@ -1,7 +1,8 @@
 """Annotated utterances in the forms chatbot teams keep them: an intent and entities as character spans of the
 raw text. One reader per form, each with errors naming the file, the line and the field:
 
-  * Rasa ``nlu.yml`` (``read_rasa``): ``- intent: NAME`` items whose examples carry ``[value](entity)``,
+  * Rasa ``nlu.yml`` (``read_rasa``; a project's ``data/`` folder: ``read_rasa_folder``, every NLU file in it):
+    ``- intent: NAME`` items whose examples carry ``[value](entity)``,
     ``[value](entity:synonym)`` or ``[value]{"entity": ..., "role": ..., "value": ...}`` annotations;
     ``synonym`` items map surface values to a canonical value (kept, ``Annotated.synonyms``); ``regex`` and
     ``lookup`` items are not used, and one warning names them;
@@ -239,8 +240,9 @@ def support_rows(examples: Sequence[Example]) -> list[dict]:
 
 def read(source: Any) -> Annotated:
   """Annotated examples from a path (``.yml`` / ``.yaml``: Rasa; ``.jsonl`` / ``.csv``: table; a Dialogflow
-  export's ``.zip`` or a folder with its ``agent.json``; another folder: the ``seq.in`` / ``seq.out`` / ``label``
-  layout) or a list of ``{"text", "intent", "entities"}`` dicts."""
+  export's ``.zip`` or a folder with its ``agent.json``; a folder with ``seq.in``: the ``seq.in`` / ``seq.out`` /
+  ``label`` layout; another folder with YAML files: a Rasa project's ``data/``, every NLU file in it) or a list of
+  ``{"text", "intent", "entities"}`` dicts."""
   if isinstance(source, (str, pathlib.Path)):
     path = pathlib.Path(source).expanduser()
     if not path.exists():
@@ -249,7 +251,7 @@ def read(source: Any) -> Annotated:
     if dialogflow.is_export(path):
       return dialogflow.read_dialogflow(path)
     if path.is_dir():
-      return read_joint_folder(path)
+      return read_joint_folder(path) if (path / "seq.in").exists() or not _yaml_files(path) else read_rasa_folder(path)
     if path.suffix in (".yml", ".yaml"):
       return read_rasa(path)
     if path.suffix in (".jsonl", ".csv"):
@@ -369,6 +371,27 @@ def parse_markup(line: str, where: str) -> tuple[str, list[dict]]:
 
 def read_rasa(path: pathlib.Path) -> Annotated:
   """A Rasa NLU training data file (module docstring)."""
+  return _rasa_examples([path], str(path))
+
+
+def _rasa_examples(paths: Sequence[pathlib.Path], source: str) -> Annotated:
+  """The examples of Rasa NLU files, each annotated value mapped by the synonyms of all of them (as Rasa does)."""
+  raw: list[tuple[str, str, str]] = []  # (intent, example line, where)
+  synonyms: dict[str, str] = {}
+  for path in paths:
+    items, found = _rasa_items(path)
+    raw += items
+    synonyms.update(found)
+  rows = []
+  for intent, line, where in raw:
+    text, entities = parse_markup(line, where)
+    rows.append(example(text, intent, entities, where, synonyms))
+  return _nonempty(Annotated(tuple(rows), synonyms, source))
+
+
+def _rasa_items(path: pathlib.Path) -> tuple[list[tuple[str, str, str]], dict[str, str]]:
+  """(intent, example line, file:line) of one Rasa NLU file's intent examples, and its synonyms (surface, lower
+  case -> value); one warning names its ``regex`` / ``lookup`` items."""
   import yaml
   source = path.read_text(encoding="utf-8")
   try:
@@ -380,7 +403,7 @@ def read_rasa(path: pathlib.Path) -> Annotated:
   items = _mapping(root, path).get("nlu")
   if items is None or not isinstance(items, yaml.SequenceNode):
     raise DataError(f"{path}: no 'nlu:' list (a Rasa NLU file holds 'nlu:' items with intent and examples)")
-  raw: list[tuple[str, str, str]] = []  # (intent, example line, where)
+  raw: list[tuple[str, str, str]] = []
   synonyms: dict[str, str] = {}
   ignored: dict[str, list[str]] = {}
   for item in items.value:
@@ -402,12 +425,28 @@ def read_rasa(path: pathlib.Path) -> Annotated:
       ignored.setdefault(kind, []).append(name)
   if ignored:
     warn_once(log, "%s: not used: %s (the slot filler learns entities from annotated examples; add examples that "
-                "show the values instead)", path, "; ".join(f"{k} {', '.join(v)}" for k, v in ignored.items()))
-  rows = []
-  for intent, line, where in raw:
-    text, entities = parse_markup(line, where)
-    rows.append(example(text, intent, entities, where, synonyms))
-  return _nonempty(Annotated(tuple(rows), synonyms, str(path)))
+              "show the values instead)", path, "; ".join(f"{k} {', '.join(v)}" for k, v in ignored.items()))
+  return raw, synonyms
+
+
+_NLU_KEY = re.compile(r"^nlu\s*:", re.M)
+
+
+def _yaml_files(folder: pathlib.Path) -> list[pathlib.Path]:
+  return sorted(p for p in folder.rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file())
+
+
+def read_rasa_folder(folder: pathlib.Path) -> Annotated:
+  """Every Rasa NLU file (a YAML file with a top-level ``nlu:`` key) under ``folder``, as ``rasa train`` reads a
+  project's ``data/``: their examples in file order, every file's synonyms applied to all of them; the other YAML
+  files (domain, stories, rules, config) are passed over."""
+  files = _yaml_files(folder)
+  nlu = [f for f in files if _NLU_KEY.search(f.read_text(encoding="utf-8", errors="replace"))]
+  if not nlu:
+    raise DataError(f"{folder}: none of its {len(files)} YAML files is a Rasa NLU file (a top-level 'nlu:' list; "
+                    f"found {', '.join(f.name for f in files[:5])}{', ...' if len(files) > 5 else ''}); give the "
+                    "NLU file, a .jsonl / .csv, a Dialogflow export or a seq.in / seq.out / label folder")
+  return _rasa_examples(nlu, str(folder))
 
 
 def _mapping(node, path: pathlib.Path) -> dict:

@@ -4,10 +4,9 @@
   python -m fewshot_nlu.main --config=configs/nlu.py --workdir=runs/my_bot --config.data.train=nlu.yml
   python -m fewshot_nlu.main --config=configs/nlu.py:qaid ...        # QAID for the intents
 
-``data.train``: a Rasa ``nlu.yml``, a ``.jsonl`` / ``.csv`` with ``text``, ``intent`` and ``entities``
-(character spans), a Dialogflow ES export (its ``.zip``, or the folder with its ``agent.json``), or a ``seq.in`` /
-``seq.out`` / ``label`` folder (``data.annotated``); ``data.eval``
-(optional, the same forms): held-out examples the run scores (intent accuracy, slot F1, sentence accuracy);
+``data.train``: a Rasa ``nlu.yml`` (or a Rasa project's ``data/`` folder), a ``.jsonl`` / ``.csv`` with ``text``,
+``intent`` and ``entities`` (character spans), a Dialogflow ES export (its ``.zip``, or the folder with its
+``agent.json``), or a ``seq.in`` / ``seq.out`` / ``label`` folder (``data.annotated``); ``data.eval`` (optional, the same forms): held-out examples the run scores (intent accuracy, slot F1, sentence accuracy);
 never used to choose anything.
 
 The parts:

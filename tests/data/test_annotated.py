@@ -168,3 +168,27 @@ def test_slot_names_stand_for_their_labels_and_their_role_labels():
   assert annotated.labels_named("city", labels) == frozenset({"city:from", "city:to"})
   assert annotated.labels_named(["date", "city:to"], labels) == frozenset({"date", "city:to"})
   assert annotated.labels_named("time", labels) is None and annotated.labels_named(None, labels) is None
+
+
+def test_a_rasa_projects_data_folder_reads_every_nlu_file_and_their_synonyms_apply_across_files(tmp_path):
+  data = tmp_path / "data"
+  (data / "nlu").mkdir(parents=True)
+  (data / "nlu" / "orders.yml").write_text('version: "3.1"\nnlu:\n- intent: order\n  examples: |\n'
+                                           "    - a [veg](topping) pizza\n    - one [large](size) please\n")
+  (data / "nlu" / "synonyms.yaml").write_text("nlu:\n- synonym: vegetarian\n  examples: |\n    - veg\n"
+                                              "- intent: greet\n  examples: |\n    - hi\n")
+  (data / "stories.yml").write_text("stories:\n- story: s\n  steps:\n  - intent: greet\n")
+  (data / "rules.yml").write_text("rules: []\n")
+  read = annotated.read(data)
+  assert [(e.text, e.intent) for e in read.examples] == [("a veg pizza", "order"), ("one large please", "order"),
+                                                         ("hi", "greet")]
+  assert read.examples[0].entities[0].value == "vegetarian"  # the synonym of another file
+  assert read.examples[0].where == f"{data / 'nlu' / 'orders.yml'}:5"
+  (data / "nlu" / "orders.yml").write_text("nlu:\n- intent: order\n  examples: |\n    - a [veg](topping pizza\n")
+  with pytest.raises(DataError, match=r"orders.yml:4: an annotation is not closed"):
+    annotated.read(data)
+  only_domain = tmp_path / "project"
+  only_domain.mkdir()
+  (only_domain / "domain.yml").write_text("intents:\n- greet\n")
+  with pytest.raises(DataError, match=r"none of its 1 YAML files is a Rasa NLU file .*found domain.yml"):
+    annotated.read(only_domain)
