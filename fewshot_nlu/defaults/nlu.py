@@ -6,8 +6,9 @@
 
 ``data.train``: a Rasa ``nlu.yml`` (or a Rasa project's ``data/`` folder), a ``.jsonl`` / ``.csv`` with ``text``,
 ``intent`` and ``entities`` (character spans), a Dialogflow ES export (its ``.zip``, or the folder with its
-``agent.json``), or a ``seq.in`` / ``seq.out`` / ``label`` folder (``data.annotated``); ``data.eval`` (optional, the same forms): held-out examples the run scores (intent accuracy, slot F1, sentence accuracy);
-never used to choose anything.
+``agent.json``), or a ``seq.in`` / ``seq.out`` / ``label`` folder (``data.annotated``); ``data.eval`` (optional,
+the same forms): held-out examples the run scores (intent accuracy, slot F1, sentence accuracy); never used to
+choose anything.
 
 The parts:
   * ``intents``: the intent method's own config, as ``fit`` builds it for these examples (ConvFiT by default,
