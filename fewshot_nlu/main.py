@@ -19,12 +19,17 @@ adds the traceback): a config field (before anything is compiled or written), a 
 a model name, a workdir another run holds or that holds another config's run, a training run whose loss,
 gradients or parameters stopped being finite (``loop.TrainingDiverged``; nothing is exported), no checkpoint
 that restores, a full disk. Anything else is a bug and keeps its traceback.
+
+At the end the headline results print to stdout as JSON (``summary``: each value that is not a table, and those
+one level down; per-class, per-fold and per-entity tables stay in ``results.json``), and one line on stderr says
+where the whole results and the report are.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
 import sys
 
@@ -49,6 +54,24 @@ def explicit_fields() -> list[str]:
   return list(config_flags.get_override_values(FLAGS["config"]))
 
 
+def summary(results: dict) -> dict:
+  """The results a terminal shows: plain values and short lists of them, at the top level and one level down
+  (``slots.threshold``, ``rejection.threshold``); nested tables are left to ``results.json``."""
+  def plain(value) -> bool:
+    return not isinstance(value, (dict, list)) or (
+        isinstance(value, list) and len(value) <= 10 and not any(isinstance(v, (dict, list)) for v in value))
+
+  out = {}
+  for key, value in results.items():
+    if plain(value):
+      out[key] = value
+    elif isinstance(value, dict):
+      inner = {k: v for k, v in value.items() if plain(v)}
+      if inner:
+        out[key] = inner
+  return out
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -66,7 +89,10 @@ def main(argv):
       raise
     print(message, file=sys.stderr)
     sys.exit(errors.EXIT_USER_ERROR)
-  print(json.dumps(results, indent=2))
+  print(json.dumps(summary(results), indent=2))
+  workdir = FLAGS.workdir.rstrip("/")
+  report = f"; the report: {workdir}/report.md" if os.path.exists(f"{workdir}/report.md") else ""
+  print(f"all results: {workdir}/results.json{report}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -176,3 +176,11 @@ def test_verbose_shows_the_traceback_and_a_bug_keeps_its_traceback(monkeypatch):
                                                              verbose=verbose))
     with pytest.raises(type(error)):
       main.main(["main"])
+
+
+def test_the_terminal_shows_the_headline_results_and_leaves_tables_to_the_file():
+  from fewshot_nlu.main import summary
+  results = {"accuracy": 0.9, "labels": ["a", "b"], "per_class": [{"a": 1}], "many": list(range(11)),
+             "slots": {"threshold": 0.5, "cv_by_entity": {"size": {"f1": 80.0}}, "how": "4-fold"},
+             "tables": {"fold1": {"f1": 1.0}}}
+  assert summary(results) == {"accuracy": 0.9, "labels": ["a", "b"], "slots": {"threshold": 0.5, "how": "4-fold"}}
