@@ -217,7 +217,8 @@ def test_convfit_with_a_frozen_prefix_keeps_it_bit_identical(tmp_path, tiny_bert
   """MPNet: its relative position table, shared by every layer, is frozen with the prefix."""
   directory = tiny_mpnet_dir if kind == "mpnet" else tiny_bert_dir
   config = _stage2_config(toy_intents, directory, train__frozen_prefix_layers=1, stage2__sampling=sampling,
-                          stage2__negatives=1, train__packing=packing)
+                          stage2__negatives=1, train__packing=packing,  # only Stage 2 is under test here:
+                          eval__calibration_rule="leave_one_out", eval__before_training=False)
   results = main.run(config, tmp_path / "run")
   assert results["steps"] > 0
   before = pretrained.load_pretrained(str(directory)).params
