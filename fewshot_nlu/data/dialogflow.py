@@ -83,8 +83,9 @@ class _Export:
     except UnicodeDecodeError as e:
       raise DataError(f"{self.where(name)}: not UTF-8 text (byte {e.start})") from None
 
-  def json(self, name: str) -> Any:
-    text = self.text(name)
+  def json(self, name: str, text: str | None = None) -> Any:
+    """The JSON value in ``name`` (from ``text``, its contents, where the caller has read them already)."""
+    text = self.text(name) if text is None else text
     try:
       return json.loads(text)
     except json.JSONDecodeError as e:
@@ -93,7 +94,7 @@ class _Export:
   def items(self, name: str, what: str) -> Iterator[tuple[int, Any]]:
     """(line, item) of each item of the JSON list in ``name`` (the line its item starts on)."""
     text = self.text(name)
-    whole = self.json(name)
+    whole = self.json(name, text)
     if not isinstance(whole, list):
       raise DataError(f"{self.where(name)}: expected a list of {what}, got {type(whole).__name__}")
     decoder, i, line = json.JSONDecoder(), text.index("[") + 1, text.count("\n", 0, text.index("[")) + 1
