@@ -26,7 +26,7 @@ import logging
 import os
 import pathlib
 import tempfile
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from etils import epath
 
@@ -218,7 +218,8 @@ def write_results(workdir, results: dict, name: str = "results.json") -> dict:
   import jax
   if jax.process_index() == 0:
     write_json(workdir / name, results)
-  logging.getLogger(__name__).info("results: %s", {k: v for k, v in results.items() if not isinstance(v, (dict, list))})
+  # DEBUG: the command line prints the run's results once, at its end (``main.summary``)
+  logging.getLogger(__name__).debug("results: %s", {k: v for k, v in results.items() if not isinstance(v, (dict, list))})
   return results
 
 
@@ -248,24 +249,27 @@ def _model_fields(flat: dict) -> dict:
 
 def identity(config) -> dict:
   """What determines the trained model: every config field but ``RESUMABLE_FIELDS`` (JSON values), and a
-  fingerprint of ``data.raw_dir``'s files (path, names, sizes, modification times) when the data is a folder of
-  the user's own."""
+  fingerprint of the user's own data files (path, names, sizes, modification times): those the data's reader
+  takes examples from (``annotated.files_read``: a Rasa project's NLU files, not its stories)."""
+  from fewshot_nlu.data import annotated
   fields = _model_fields(_flat(json.loads(config.to_json_best_effort())))
   local = [pathlib.Path(fields[f]).expanduser() for f in DATA_PATH_FIELDS
            if fields.get(f) and not is_remote(fields[f]) and pathlib.Path(fields[f]).expanduser().exists()]
-  data = ",".join(path_fingerprint(path) for path in local) or None
+  data = ",".join(path_fingerprint(path, annotated.files_read(path)) for path in local) or None
   return {"fields": fields, "data_fingerprint": data}
 
 
 DATA_PATH_FIELDS = ("data.raw_dir", "data.train", "data.eval")  # a user's own data: folders or files
 
 
-def path_fingerprint(path: pathlib.Path) -> str:
-  """sha1 over the absolute path and, for a file or every file of a folder, its relative path, size and mtime:
-  cheap (stats only), and different once a file changes."""
+def path_fingerprint(path: pathlib.Path, files: Sequence[pathlib.Path] | None = None) -> str:
+  """sha1 over the absolute path and, for a file or every file of a folder (or ``files``, those of the folder
+  that matter), its relative path, size and mtime: cheap (stats only), and different once a file changes."""
   path = pathlib.Path(path)
   digest = hashlib.sha1(str(path.resolve()).encode())
-  for file in sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.is_file() else []:
+  if files is None:
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.is_file() else []
+  for file in sorted(files):
     stat = file.stat()
     digest.update(f"{file.relative_to(path) if path.is_dir() else file.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
   return digest.hexdigest()[:16]

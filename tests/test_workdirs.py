@@ -137,6 +137,23 @@ def test_edited_data_files_are_refused(tmp_path):
     workdirs.claim(workdir, config)
 
 
+def test_a_rasa_project_is_fingerprinted_by_its_nlu_files_not_its_stories(tmp_path):
+  project = tmp_path / "bot" / "data"
+  project.mkdir(parents=True)
+  (project / "nlu.yml").write_text("nlu:\n- intent: greet\n  examples: |\n    - hi\n")
+  (project / "stories.yml").write_text("stories: []\n")
+  config, workdir = _claimable(tmp_path), tmp_path / "run"
+  config.data.raw_dir, config.data.train = "", str(project)
+  workdirs.claim(workdir, config)
+  (project / "stories.yml").write_text("stories:\n- story: s\n  steps:\n  - intent: greet\n")
+  (project / "rules.yml").write_text("rules: []\n")
+  workdirs.claim(workdir, config)  # the dialogue's files change nothing the model learns: resumed
+  (project / "nlu.yml").write_text("nlu:\n- intent: greet\n  examples: |\n    - hi\n    - hello\n")
+  with pytest.raises(workdirs.WorkdirMismatch, match=re.escape(
+      f"the files of config.data.train={project} changed since the run began")):
+    workdirs.claim(workdir, config)
+
+
 def test_a_run_of_an_older_version_is_checked_against_its_config_json(tmp_path):
   config, workdir = _claimable(tmp_path), tmp_path / "run"
   workdir.mkdir()

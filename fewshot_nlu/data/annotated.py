@@ -251,7 +251,8 @@ def read(source: Any) -> Annotated:
     if dialogflow.is_export(path):
       return dialogflow.read_dialogflow(path)
     if path.is_dir():
-      return read_joint_folder(path) if (path / "seq.in").exists() or not _yaml_files(path) else read_rasa_folder(path)
+      yaml_files = [] if (path / "seq.in").exists() else _yaml_files(path)
+      return read_rasa_folder(path, yaml_files) if yaml_files else read_joint_folder(path)
     if path.suffix in (".yml", ".yaml"):
       return read_rasa(path)
     if path.suffix in (".jsonl", ".csv"):
@@ -374,12 +375,13 @@ def read_rasa(path: pathlib.Path) -> Annotated:
   return _rasa_examples([path], str(path))
 
 
-def _rasa_examples(paths: Sequence[pathlib.Path], source: str) -> Annotated:
-  """The examples of Rasa NLU files, each annotated value mapped by the synonyms of all of them (as Rasa does)."""
+def _rasa_examples(paths: Sequence[pathlib.Path], source: str, texts: Sequence[str] | None = None) -> Annotated:
+  """The examples of Rasa NLU files (``texts``: their contents, when already read), each annotated value mapped
+  by the synonyms of all of them (as Rasa does)."""
   raw: list[tuple[str, str, str]] = []  # (intent, example line, where)
   synonyms: dict[str, str] = {}
-  for path in paths:
-    items, found = _rasa_items(path)
+  for i, path in enumerate(paths):
+    items, found = _rasa_items(path, None if texts is None else texts[i])
     raw += items
     synonyms.update(found)
   rows = []
@@ -389,11 +391,12 @@ def _rasa_examples(paths: Sequence[pathlib.Path], source: str) -> Annotated:
   return _nonempty(Annotated(tuple(rows), synonyms, source))
 
 
-def _rasa_items(path: pathlib.Path) -> tuple[list[tuple[str, str, str]], dict[str, str]]:
-  """(intent, example line, file:line) of one Rasa NLU file's intent examples, and its synonyms (surface, lower
-  case -> value); one warning names its ``regex`` / ``lookup`` items."""
+def _rasa_items(path: pathlib.Path, source: str | None = None) -> tuple[list[tuple[str, str, str]], dict[str, str]]:
+  """(intent, example line, file:line) of one Rasa NLU file's intent examples (``source``: its text, when already
+  read), and its synonyms (surface, lower case -> value); one warning names its ``regex`` / ``lookup`` items."""
   import yaml
-  source = path.read_text(encoding="utf-8")
+  if source is None:
+    source = path.read_text(encoding="utf-8")
   try:
     root = yaml.compose(source, Loader=yaml.SafeLoader)
   except yaml.YAMLError as e:
@@ -436,17 +439,41 @@ def _yaml_files(folder: pathlib.Path) -> list[pathlib.Path]:
   return sorted(p for p in folder.rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file())
 
 
-def read_rasa_folder(folder: pathlib.Path) -> Annotated:
-  """Every Rasa NLU file (a YAML file with a top-level ``nlu:`` key) under ``folder``, as ``rasa train`` reads a
-  project's ``data/``: their examples in file order, every file's synonyms applied to all of them; the other YAML
-  files (domain, stories, rules, config) are passed over."""
-  files = _yaml_files(folder)
-  nlu = [f for f in files if _NLU_KEY.search(f.read_text(encoding="utf-8", errors="replace"))]
+def _rasa_nlu_files(files: Sequence[pathlib.Path]) -> tuple[list[pathlib.Path], list[str]]:
+  """The Rasa NLU files among YAML ``files`` (a top-level ``nlu:`` key) and their texts."""
+  nlu, texts = [], []
+  for file in files:
+    text = file.read_text(encoding="utf-8", errors="replace")
+    if _NLU_KEY.search(text):
+      nlu.append(file)
+      texts.append(text)
+  return nlu, texts
+
+
+def read_rasa_folder(folder: pathlib.Path, files: Sequence[pathlib.Path] | None = None) -> Annotated:
+  """Every Rasa NLU file (a YAML file with a top-level ``nlu:`` key) under ``folder`` (``files``: its YAML files,
+  when already listed), as ``rasa train`` reads a project's ``data/``: their examples in file order, every file's
+  synonyms applied to all of them; the other YAML files (domain, stories, rules, config) are passed over."""
+  files = _yaml_files(folder) if files is None else files
+  nlu, texts = _rasa_nlu_files(files)
   if not nlu:
     raise DataError(f"{folder}: none of its {len(files)} YAML files is a Rasa NLU file (a top-level 'nlu:' list; "
                     f"found {', '.join(f.name for f in files[:5])}{', ...' if len(files) > 5 else ''}); give the "
                     "NLU file, a .jsonl / .csv, a Dialogflow export or a seq.in / seq.out / label folder")
-  return _rasa_examples(nlu, str(folder))
+  return _rasa_examples(nlu, str(folder), texts)
+
+
+def files_read(path: pathlib.Path) -> list[pathlib.Path] | None:
+  """The files ``read(path)`` takes its examples from, where a folder holds others too: a Rasa project's NLU
+  files (its domain, stories and rules change nothing the model learns); None: every file of ``path``."""
+  path = pathlib.Path(path).expanduser()
+  if not path.is_dir() or (path / "seq.in").exists():
+    return None
+  from fewshot_nlu.data import dialogflow
+  if dialogflow.is_export(path):
+    return None
+  files = _yaml_files(path)
+  return _rasa_nlu_files(files)[0] if files else None
 
 
 def _mapping(node, path: pathlib.Path) -> dict:
