@@ -273,3 +273,20 @@ def test_patience_stops_after_that_many_measurements_without_a_better_one_and_a_
   _, to_the_end = qaid.dev_curve_callback(config, model, [], [], None, writer, [], tmp_path)
   scripted = iter([0.1])
   assert not to_the_end(10, state)
+
+
+def test_qaid_fine_tunes_and_predicts_on_mpnet(tmp_path, tiny_mpnet_dir):
+  """MPNet adds a relative position bias all its layers share (encoders.transformer): QAID's token-level model
+  trains and exports it like BERT's weights (the MPNet-base rows of bench/results/models.md run this path)."""
+  data = _toy_data(tmp_path / "data")
+  config = _overrides(qaid_banking77.get_config("5"), data, tiny_mpnet_dir)
+  config.eval.select_best = False
+  results = main.run(config, tmp_path / "run")
+  assert results["steps"] == 3 and results["intents"] == 4 and 0.0 <= results["accuracy"] <= 1.0
+  before = pretrained.load_pretrained(str(tiny_mpnet_dir)).params
+  model = QAIDModel.load(tmp_path / "run" / "export")
+  after = pretrained.load_pretrained(str(tmp_path / "run" / "export")).params
+  assert jax.tree.structure(before) == jax.tree.structure(after)  # the relative position table travels along
+  assert not np.array_equal(np.asarray(before["layer_0"]["attention"]["query"]["kernel"]),
+                            np.asarray(after["layer_0"]["attention"]["query"]["kernel"]))
+  assert {p.label for p in model.predict(tiny.CORPUS[:4])} <= {"food", "money", "music", "weather"}
