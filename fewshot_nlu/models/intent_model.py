@@ -233,9 +233,10 @@ class IntentModel:
 
   def calibrate_rejection(self, quantile: float = rejection.DEFAULT_QUANTILE, *, texts: Sequence[str] | None = None,
                           source: str = "held-out", show_progress: bool = False,
-                          scores: np.ndarray | None = None) -> rejection.Rejection:
+                          scores: np.ndarray | None = None, vectors: np.ndarray | None = None) -> rejection.Rejection:
     """Sets (and returns) ``rejection``: the ``quantile`` quantile of the rejection scores (``rejection_score``
-    of the classifier) of ``texts``, held-out in-scope utterances (``source`` names them in the rule), or the
+    of the classifier) of ``texts``, held-out in-scope utterances (``source`` names them in the rule; ``vectors``:
+    their encodings by ``self.encoder``, when already made), or the
     ``scores`` such utterances got elsewhere (ConvFiT's held-out half, scored under its own encoder: ``source``
     names them whole), or without either of the indexed examples left out one at a time (no encoding). See the
     module docstring."""
@@ -246,7 +247,8 @@ class IntentModel:
     elif texts is not None:
       if not len(texts):
         raise ValueError(f"no {source} utterances to calibrate the out-of-scope threshold on")
-      predictions = self.predict(texts, neighbours=1, show_progress=show_progress)
+      predictions = (self.predict(texts, neighbours=1, show_progress=show_progress) if vectors is None
+                     else self.predict_from(vectors, neighbours=1))
       scores = np.array([rejection.score_of(p, score) for p in predictions])
       rule = f"{what} of {len(texts)} {source} in-scope utterances"
     else:

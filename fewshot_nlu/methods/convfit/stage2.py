@@ -229,9 +229,9 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   pool = _pool(config, train_split)
   labels = list(train_split.label_names)
   pool_vectors = encoder.encode(pool.texts, show_progress=True)  # once, for the selection, the head and the index
-  kind = config.classifier.kind
+  kind, encoded = config.classifier.kind, {}  # encoded: {split: its vectors}, reused by the calibration
   if kind == AUTO:
-    kind, results["classifier_selection"] = _select_classifier(config, encoder, pool, labels, pool_vectors)
+    kind, results["classifier_selection"] = _select_classifier(config, encoder, pool, labels, pool_vectors, encoded)
   classifier = CLASSIFIERS[kind]
   mlp = (_train_mlp(labels, encoder, train_split, config, kind, pool_vectors if pool is train_split else None)
          if classifier == "mlp" else None)
@@ -247,7 +247,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
         [p.neighbours[0].label == gold for p, gold in zip(evaluation.predictions, eval_split.labels)]))
   start = time.perf_counter()  # held-out: one encoding of that split; half: Stage 2 again; else leave-one-out
   results["rejection"] = _calibrate_rejection(config, workdir, model, train_split, intent_model,
-                                              sentence_encoder, results).to_dict()
+                                              sentence_encoder, results, encoded).to_dict()
   timings["rejection_seconds"] = time.perf_counter() - start
   variant = variant_name(config, is_stage1_model(model.directory), kind)
   results.update({k: round(v, 2) for k, v in timings.items()}, variant=variant, classifier=kind,
@@ -294,19 +294,21 @@ CALIBRATION_FOLDER = "calibration"  # held_out_half: the second Stage 2's checkp
 
 
 def _calibrate_rejection(config, workdir: pathlib.Path, model, train_split: IntentSplit, intent_model: IntentModel,
-                         sentence_encoder, results: dict) -> rejection.Rejection:
+                         sentence_encoder, results: dict, encoded: dict | None = None) -> rejection.Rejection:
   """The out-of-scope threshold (``models.rejection``): on ``eval.calibration_split``'s in-scope utterances when
   set (their labels are not read); else by ``eval.calibration_rule``: ``held_out_half`` scores half of each
   intent's training examples against an encoder that Stage 2 trained on the other half (``held_out_scores``),
   ``leave_one_out`` the pool left out one at a time under the encoder trained on all of it (no training; the
   encoder pulled those very examples together, so the threshold rejects far more than its quantile of new
   in-scope traffic: on small bots 21-59%, bench/results/oos_bots.md). ``held_out_half`` also records in
-  ``results`` the held-out half's intent accuracy (``held_out_half_accuracy``)."""
+  ``results`` the held-out half's intent accuracy (``held_out_half_accuracy``). ``encoded``: splits the final
+  encoder has encoded already ({name: vectors}; the decision rule's development split is the calibration split
+  of the benchmark datasets)."""
   split = config.eval.calibration_split
   if split:
     held_out = splits.read_split(config, split)
     return intent_model.calibrate_rejection(texts=held_out.texts, source=f"{config.data.builder}/{split}",
-                                            show_progress=True)
+                                            show_progress=True, vectors=(encoded or {}).get(split))
   if config.eval.calibration_rule == "held_out_half" and config.stage2.enabled:
     score = intent_model.rejection_score
     held_out = held_out_scores(config, workdir / CALIBRATION_FOLDER, model, train_split, sentence_encoder, score,
@@ -413,11 +415,11 @@ def no_development_rule(candidates: list[str], counts: collections.Counter) -> t
 
 
 def _select_classifier(config, encoder: SentenceEncoder, pool: IntentSplit, labels: list[str],
-                       pool_vectors: np.ndarray) -> tuple[str, dict]:
+                       pool_vectors: np.ndarray, encoded: dict | None = None) -> tuple[str, dict]:
   """``classifier.kind=auto``: the candidate (``classifier.candidates``) most accurate on the development split
   ``classifier.select_split`` (never the test set; ties: the one listed first), each fitted on the pool (its
   ``pool_vectors``); without a split, the first candidate. Returns it and the record of the choice
-  (``results.json`` ``classifier_selection``)."""
+  (``results.json`` ``classifier_selection``); the split's vectors go to ``encoded[split]``."""
   candidates, split = list(config.classifier.candidates), config.classifier.select_split
   if not split:
     chosen, reason = no_development_rule(candidates, collections.Counter(pool.labels))
@@ -425,6 +427,8 @@ def _select_classifier(config, encoder: SentenceEncoder, pool: IntentSplit, labe
     return chosen, {"split": "", "chosen": chosen, "reason": reason}
   held_out = splits.read_split(config, split)
   vectors = encoder.encode(held_out.texts, show_progress=True)
+  if encoded is not None:
+    encoded[split] = vectors
   accuracy, index = {}, None
   for kind in candidates:
     if index is None:  # the pool is encoded once, its index shared by the candidates

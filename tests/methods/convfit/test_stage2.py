@@ -140,7 +140,7 @@ def test_auto_classifier_is_the_candidate_most_accurate_on_the_development_split
                                                                                   toy_intents, monkeypatch):
   config = _stage2_config(toy_intents, tiny_bert_dir, classifier__select_split="train", train__epochs=1,
                           classifier__candidates=("knn", "prototype", "linear"),
-                          eval__calibration_rule="leave_one_out")  # no second Stage 2: not under test here
+                          eval__calibration_split="train")  # as the benchmarks' valid: selection and calibration
   encoded = []
   original = SentenceEncoder.encode
   monkeypatch.setattr(SentenceEncoder, "encode", lambda self, texts, **kw: encoded.append(list(texts)) or
@@ -148,7 +148,8 @@ def test_auto_classifier_is_the_candidate_most_accurate_on_the_development_split
   results = main.run(config, tmp_path / "run")
   monkeypatch.undo()
   # the pool's utterances are encoded three times: by the untouched encoder (1-NN before training), once by the
-  # trained one for the three candidates, the head and the index, and as the development split
+  # trained one for the three candidates, the head and the index, and as the development split, whose vectors
+  # the out-of-scope calibration reuses
   assert encoded.count(list(splits.read_split(config, "train").texts)) == 3
   selection = results["classifier_selection"]
   assert selection["split"] == "train" and list(selection["accuracy"]) == ["knn", "prototype", "linear"]
@@ -162,6 +163,11 @@ def test_auto_classifier_is_the_candidate_most_accurate_on_the_development_split
   assert selection["accuracy"]["knn"] == 1.0  # 1-NN finds each pool utterance itself: ties go to the first listed
   assert selection["chosen"] == "knn" == results["classifier"] and loaded.classifier == "knn"
   assert results["variant"] == "LM+S2-OCL (knn)"
+  # the threshold is the one the exported model calibrates on the split's texts itself
+  exported = loaded.rejection.threshold
+  assert results["rejection"]["rule"] == loaded.calibrate_rejection(
+      texts=train.texts, source=f"{config.data.builder}/train").rule
+  assert exported == pytest.approx(loaded.rejection.threshold, rel=1e-6, abs=1e-6)
 
 
 def test_stage2_config_errors_name_the_field(tmp_path, tiny_bert_dir, toy_intents):
