@@ -122,7 +122,8 @@ def write_table() -> None:
            "ConvFiT as shipped (`configs/convfit_<dataset>.py:<shots>`), full test sets, accuracy % mean ± std "
            "(seeds), `valid` accuracy of the chosen decision rule, median fit minutes (Stage 2 incl. compiles + the "
            "classifier) on this 2-core CPU; QAID rows: QAID as shipped (`configs/qaid_<dataset>.py:<shots>`, `valid` "
-           "accuracy of the step chosen on it; fit: training incl. its development curve). MiniLM rows: bench/peers.py. Best published row: QAID, RoBERTa-base "
+           "accuracy of the step chosen on it; fit: training incl. its development curve). MiniLM rows: "
+           "bench/peers.py. Best published row: QAID, RoBERTa-base "
            "(Yehudai et al. 2023, Table 2).", "", machine(rows), "",
            "| cell | best published | MiniLM-L6 | fit min | MPNet-base (prefix) | valid | fit min | vs best |",
            "|---|---|---|---|---|---|---|---|"]

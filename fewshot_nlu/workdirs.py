@@ -219,7 +219,8 @@ def write_results(workdir, results: dict, name: str = "results.json") -> dict:
   if jax.process_index() == 0:
     write_json(workdir / name, results)
   # DEBUG: the command line prints the run's results once, at its end (``main.summary``)
-  logging.getLogger(__name__).debug("results: %s", {k: v for k, v in results.items() if not isinstance(v, (dict, list))})
+  flat = {k: v for k, v in results.items() if not isinstance(v, (dict, list))}
+  logging.getLogger(__name__).debug("results: %s", flat)
   return results
 
 
@@ -268,7 +269,7 @@ def path_fingerprint(path: pathlib.Path, files: Sequence[pathlib.Path] | None = 
   path = pathlib.Path(path)
   digest = hashlib.sha1(str(path.resolve()).encode())
   if files is None:
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.is_file() else []
+    files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path] if path.is_file() else []
   for file in sorted(files):
     stat = file.stat()
     digest.update(f"{file.relative_to(path) if path.is_dir() else file.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())

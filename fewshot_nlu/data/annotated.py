@@ -251,7 +251,7 @@ def read(source: Any) -> Annotated:
     if dialogflow.is_export(path):
       return dialogflow.read_dialogflow(path)
     if path.is_dir():
-      yaml_files = [] if (path / "seq.in").exists() else _yaml_files(path)
+      yaml_files = _rasa_project_yaml(path)
       return read_rasa_folder(path, yaml_files) if yaml_files else read_joint_folder(path)
     if path.suffix in (".yml", ".yaml"):
       return read_rasa(path)
@@ -439,6 +439,15 @@ def _yaml_files(folder: pathlib.Path) -> list[pathlib.Path]:
   return sorted(p for p in folder.rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file())
 
 
+def _rasa_project_yaml(path: pathlib.Path) -> list[pathlib.Path]:
+  """The YAML files of a folder ``read`` takes as a Rasa project's ``data/``; none for a file, a Dialogflow export
+  or a ``seq.in`` folder (read otherwise)."""
+  from fewshot_nlu.data import dialogflow
+  if not path.is_dir() or (path / "seq.in").exists() or dialogflow.is_export(path):
+    return []
+  return _yaml_files(path)
+
+
 def _rasa_nlu_files(files: Sequence[pathlib.Path]) -> tuple[list[pathlib.Path], list[str]]:
   """The Rasa NLU files among YAML ``files`` (a top-level ``nlu:`` key) and their texts."""
   nlu, texts = [], []
@@ -466,13 +475,7 @@ def read_rasa_folder(folder: pathlib.Path, files: Sequence[pathlib.Path] | None 
 def files_read(path: pathlib.Path) -> list[pathlib.Path] | None:
   """The files ``read(path)`` takes its examples from, where a folder holds others too: a Rasa project's NLU
   files (its domain, stories and rules change nothing the model learns); None: every file of ``path``."""
-  path = pathlib.Path(path).expanduser()
-  if not path.is_dir() or (path / "seq.in").exists():
-    return None
-  from fewshot_nlu.data import dialogflow
-  if dialogflow.is_export(path):
-    return None
-  files = _yaml_files(path)
+  files = _rasa_project_yaml(pathlib.Path(path).expanduser())
   return _rasa_nlu_files(files)[0] if files else None
 
 

@@ -294,7 +294,7 @@ CALIBRATION_FOLDER = "calibration"  # held_out_half: the second Stage 2's checkp
 
 
 def _calibrate_rejection(config, workdir: pathlib.Path, model, train_split: IntentSplit, intent_model: IntentModel,
-                         sentence_encoder, results: dict, encoded: dict | None = None) -> rejection.Rejection:
+                         sentence_encoder, results: dict, encoded: dict) -> rejection.Rejection:
   """The out-of-scope threshold (``models.rejection``): on ``eval.calibration_split``'s in-scope utterances when
   set (their labels are not read); else by ``eval.calibration_rule``: ``held_out_half`` scores half of each
   intent's training examples against an encoder that Stage 2 trained on the other half (``held_out_scores``),
@@ -308,7 +308,7 @@ def _calibrate_rejection(config, workdir: pathlib.Path, model, train_split: Inte
   if split:
     held_out = splits.read_split(config, split)
     return intent_model.calibrate_rejection(texts=held_out.texts, source=f"{config.data.builder}/{split}",
-                                            show_progress=True, vectors=(encoded or {}).get(split))
+                                            show_progress=True, vectors=encoded.get(split))
   if config.eval.calibration_rule == "held_out_half" and config.stage2.enabled:
     score = intent_model.rejection_score
     held_out = held_out_scores(config, workdir / CALIBRATION_FOLDER, model, train_split, sentence_encoder, score,
@@ -415,7 +415,7 @@ def no_development_rule(candidates: list[str], counts: collections.Counter) -> t
 
 
 def _select_classifier(config, encoder: SentenceEncoder, pool: IntentSplit, labels: list[str],
-                       pool_vectors: np.ndarray, encoded: dict | None = None) -> tuple[str, dict]:
+                       pool_vectors: np.ndarray, encoded: dict) -> tuple[str, dict]:
   """``classifier.kind=auto``: the candidate (``classifier.candidates``) most accurate on the development split
   ``classifier.select_split`` (never the test set; ties: the one listed first), each fitted on the pool (its
   ``pool_vectors``); without a split, the first candidate. Returns it and the record of the choice
@@ -426,9 +426,7 @@ def _select_classifier(config, encoder: SentenceEncoder, pool: IntentSplit, labe
     log.info("classifier.kind=auto without classifier.select_split: %s (%s)", chosen, reason)
     return chosen, {"split": "", "chosen": chosen, "reason": reason}
   held_out = splits.read_split(config, split)
-  vectors = encoder.encode(held_out.texts, show_progress=True)
-  if encoded is not None:
-    encoded[split] = vectors
+  vectors = encoded[split] = encoder.encode(held_out.texts, show_progress=True)
   accuracy, index = {}, None
   for kind in candidates:
     if index is None:  # the pool is encoded once, its index shared by the candidates
