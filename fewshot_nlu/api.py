@@ -32,6 +32,7 @@ from typing import Any, Iterator, Sequence
 
 import ml_collections
 
+from fewshot_nlu import console
 from fewshot_nlu.config_checks import ConfigError, python_spelling
 from fewshot_nlu.data import user_examples
 from fewshot_nlu.errors import DataError, MissingDataFile, UserError
@@ -158,7 +159,6 @@ def _python_spelling():
 
 def _fit(examples, labels, *, method, validation, text_column, label_column, workdir, overwrite, keep_checkpoints,
          overrides):
-  from fewshot_nlu import models
   from fewshot_nlu.methods import runner
   if method is not None and method not in METHODS:
     raise ConfigError(f"method: {method!r} is not one of {sorted(METHODS)}")
@@ -195,11 +195,7 @@ def _fit(examples, labels, *, method, validation, text_column, label_column, wor
       tempfile.mkdtemp(prefix=f"fewshot_nlu_{method}_"))
   explicit = [path for path, _ in flatten_overrides(overrides)]
   results = runner.run(config, workdir, overwrite=overwrite, explicit=explicit)
-  model = models.load(workdir / "export")
-  if not keep_checkpoints:
-    shutil.rmtree(workdir / "checkpoints", ignore_errors=True)
-  model.workdir, model.results = workdir, results
-  return model
+  return _trained_model(workdir, results, keep_checkpoints, checkpoints=("checkpoints",))
 
 
 def is_annotated(examples: Any) -> bool:
@@ -216,7 +212,6 @@ def _fit_nlu(examples, validation, *, workdir, overwrite, keep_checkpoints, over
   in place, examples in memory are written as JSON lines into a folder named by their content under
   ``cache_dir()``), the joint config (``defaults.nlu``, with ``intent_method=`` choosing the intent method),
   ``runner.run``."""
-  from fewshot_nlu import models
   from fewshot_nlu.methods import runner
   from fewshot_nlu.data import annotated
   from fewshot_nlu.defaults import nlu
@@ -234,11 +229,19 @@ def _fit_nlu(examples, validation, *, workdir, overwrite, keep_checkpoints, over
       tempfile.mkdtemp(prefix="fewshot_nlu_nlu_"))
   explicit = [path for path, _ in flatten_overrides(overrides)]
   results = runner.run(config, workdir, overwrite=overwrite, explicit=explicit)
+  return _trained_model(workdir, results, keep_checkpoints, checkpoints=("checkpoints", "intents/checkpoints"))
+
+
+def _trained_model(workdir: pathlib.Path, results: dict, keep_checkpoints: bool, checkpoints: Sequence[str]):
+  """What ``fit`` returns: the run's export, loaded, with ``workdir`` and ``results``; the run's ``checkpoints``
+  folders deleted unless kept; one line on the terminal saying where the model, results and report are."""
+  from fewshot_nlu import models
   model = models.load(workdir / "export")
   if not keep_checkpoints:
-    for folder in (workdir / "checkpoints", workdir / "intents" / "checkpoints"):
-      shutil.rmtree(folder, ignore_errors=True)
+    for folder in checkpoints:
+      shutil.rmtree(workdir / folder, ignore_errors=True)
   model.workdir, model.results = workdir, results
+  console.say_where(workdir, export=True)
   return model
 
 

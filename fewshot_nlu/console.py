@@ -63,3 +63,20 @@ def quiet_backend_logs() -> None:
   with ``verbose``."""
   if not _verbose:
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.ERROR)
+
+
+def where_line(workdir: str | os.PathLike, export: bool = False) -> str:
+  """The one line a finished run leaves on the terminal: where its results (and its report, and for ``fit`` its
+  model) are."""
+  workdir = str(workdir).rstrip("/")
+  model = f"the model: {workdir}/export; " if export else ""
+  report = f"; the report: {workdir}/report.md" if os.path.exists(f"{workdir}/report.md") else ""
+  return f"{model}all results: {workdir}/results.json{report}"
+
+
+def say_where(workdir: str | os.PathLike, export: bool = False) -> None:
+  """Prints ``where_line`` to standard error, on JAX process 0."""
+  import sys
+  import jax
+  if jax.process_index() == 0:
+    print(where_line(workdir, export), file=sys.stderr)

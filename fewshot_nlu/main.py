@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shlex
 import sys
 
@@ -90,9 +89,7 @@ def main(argv):
     print(message, file=sys.stderr)
     sys.exit(errors.EXIT_USER_ERROR)
   print(json.dumps(summary(results), indent=2))
-  workdir = FLAGS.workdir.rstrip("/")
-  report = f"; the report: {workdir}/report.md" if os.path.exists(f"{workdir}/report.md") else ""
-  print(f"all results: {workdir}/results.json{report}", file=sys.stderr)
+  console.say_where(FLAGS.workdir)
 
 
 if __name__ == "__main__":

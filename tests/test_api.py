@@ -113,9 +113,12 @@ def test_fit_predict_add_save_load_every_method(method, tiny_bert_dir, tmp_path)
     assert "alarm" in model.labels and model.predict(new)[0].label == "alarm"
 
 
-def test_fit_reruns_resume_and_other_data_is_refused(tiny_bert_dir, tmp_path):
+def test_fit_reruns_resume_and_other_data_is_refused(tiny_bert_dir, tmp_path, capsys):
   args = dict(method="convfit", workdir=tmp_path / "run", **overrides("convfit", tiny_bert_dir))
   first = fn.fit(TEXTS, LABELS, **args)
+  run = tmp_path / "run"  # the last line on the terminal says where the model, results and report are
+  assert capsys.readouterr().err.strip().splitlines()[-1] == (
+      f"the model: {run}/export; all results: {run}/results.json; the report: {run}/report.md")
   data_folder = json.loads((tmp_path / "run" / "config.json").read_text())["data"]["raw_dir"]
   again = fn.fit(TEXTS, LABELS, **args)  # the same examples and config: accepted (trained again, the same model)
   assert again.results["steps"] == first.results["steps"] and again.predict(C) == first.predict(C)
