@@ -29,6 +29,14 @@ def test_commands_join_cells_and_seeds_and_fold_runs_read_back():
   assert joint_nlu.expand_cells(joint_nlu.compress_cells(cells)) == cells
 
 
+def test_only_variants_that_start_from_the_general_span_encoder_need_one():
+  """The MPNet slot rows and the untouched ones start from an untouched model: they need no --span-encoder and
+  record no span encoder steps; every other variant does."""
+  untouched = {"untouched", "untouched-threshold", "learned-mpnet-slots", "untouched-mpnet-slots"}
+  assert {v for v in joint_nlu.VARIANTS if not joint_nlu.uses_span_encoder(v)} == untouched
+  assert joint_nlu.VARIANTS["learned-mpnet-slots"]["slots.model"] == "mpnet-base"
+
+
 def test_restaurants8k_files_read_with_omitted_zero_starts_and_overlaps_kept_only_for_scoring(tmp_path):
   import json
   records = [{"userInput": {"text": "tomorrow night for 2"}, "context": {"requestedSlots": ["date"]},

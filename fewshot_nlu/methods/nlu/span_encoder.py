@@ -47,6 +47,11 @@ def installed() -> pathlib.Path | None:
   return folder if (folder / MARKER).is_file() else None
 
 
+def base_model(folder: pathlib.Path) -> str:
+  """The model name a general span encoder export was built on (its marker's ``base_model``)."""
+  return json.loads((folder / MARKER).read_text())["base_model"]
+
+
 def validate(config: ml_collections.ConfigDict) -> None:
   span_training.validate(config)
   config_checks.require_positive(config, "retriever.encoder_layers", "retriever.max_words",

@@ -161,18 +161,24 @@ SLOTS_CV_DIR = "slots_cross_validation"  # each fold's counts (``select``'s cach
 # ------------------------------------------------------------------------------------------------ slots
 
 def base_encoder(config) -> tuple[pretrained.Pretrained, str]:
-  """The span encoder to start from and what it is (``slots.encoder``: the installed general one, the untouched
-  model cut at ``slots.encoder_layers``, or a folder)."""
+  """The span encoder to start from and what it is (``slots.encoder``: the installed general one where it is built on
+  ``slots.model``, else the untouched ``slots.model`` cut at ``slots.encoder_layers``; or a folder)."""
   s = config.slots
   if s.encoder == "general":
     installed = span_encoder.installed()
-    if installed is not None:
+    built_on = span_encoder.base_model(installed) if installed is not None else None
+    if built_on == s.model:
       return pretrained.load_pretrained(str(installed)), f"general span encoder ({installed})"
-    log.warning("no general span encoder is installed (%s): the slot filler starts from %s cut at layer %d; build "
-                "one (about 50 minutes on 2 CPU cores: 1,500 steps of ~1.9 s; from the public slot corpora in "
-                "$FEWSHOT_NLU_DATA) with "
-                "`python -m fewshot_nlu.main --config=configs/span_encoder.py --workdir=runs/span_encoder`",
-                span_encoder.install_dir(), s.model, s.encoder_layers)
+    if installed is not None or s.model != pretrained.DEFAULT_MODEL:  # the build command below builds on MiniLM
+      held = f": it holds one built on {built_on}" if built_on else ""
+      log.warning("no general span encoder built on %s is installed (%s%s): the slot filler starts from %s cut at "
+                  "layer %d", s.model, span_encoder.install_dir(), held, s.model, s.encoder_layers)
+    else:
+      log.warning("no general span encoder is installed (%s): the slot filler starts from %s cut at layer %d; build "
+                  "one (about 50 minutes on 2 CPU cores: 1,500 steps of ~1.9 s; from the public slot corpora in "
+                  "$FEWSHOT_NLU_DATA) with "
+                  "`python -m fewshot_nlu.main --config=configs/span_encoder.py --workdir=runs/span_encoder`",
+                  span_encoder.install_dir(), s.model, s.encoder_layers)
   if s.encoder in ("general", ""):
     model = pretrained.lower_layers(pretrained.load_pretrained(s.model), s.encoder_layers)
     return model, f"{s.model} (untouched, layers 0-{s.encoder_layers - 1})"

@@ -1,6 +1,8 @@
 """The general span encoder (configs/span_encoder.py) end to end: trained on the corpora it is given, installed
 where ``fit`` looks, and what a joint ``fit`` starts its slot filler from."""
 
+import shutil
+
 import fewshot_nlu as fn
 
 
@@ -27,9 +29,16 @@ def test_the_general_span_encoder_trains_installs_and_is_what_fit_starts_from(ti
   assert results["corpora"] == {"mixatis": 4} and results["labels"] == 2 and results["steps"] == 2
   installed = span_encoder_method.installed()
   assert installed is not None and (installed / span_encoder_method.MARKER).is_file()
-  model = fn.fit([{"text": "a flight to boston", "intent": None, "entities": [{"start": 12, "end": 18,
-                                                                               "entity": "city"}]}],
-                 method="nlu", workdir=tmp_path / "nlu", slots={"support_steps": (0,), "folds": 2},
-                 compilation_cache_dir="")
+  examples = [{"text": "a flight to boston", "intent": None, "entities": [{"start": 12, "end": 18, "entity": "city"}]}]
+  slots = {"support_steps": (0,), "folds": 2, "model": str(tiny_bert_dir)}  # the model it was built on
+  model = fn.fit(examples, method="nlu", workdir=tmp_path / "nlu", slots=slots, compilation_cache_dir="")
   assert f"general span encoder ({installed})" == model.results["slots"]["encoder"]
   assert "no general span encoder" not in caplog.text
+  # a slot filler on another model (slots.model) does not start from an encoder built on this one: it says so
+  other = tmp_path / "other_model"
+  shutil.copytree(tiny_bert_dir, other)
+  model = fn.fit(examples, method="nlu", workdir=tmp_path / "nlu_other",
+                 slots={**slots, "model": str(other), "encoder_layers": 1}, compilation_cache_dir="")
+  assert model.results["slots"]["encoder"] == f"{other} (untouched, layers 0-0)"
+  assert (f"no general span encoder built on {other} is installed ({installed}: it holds one built on "
+          f"{tiny_bert_dir}): the slot filler starts from {other} cut at layer 1") in caplog.text
