@@ -7,7 +7,9 @@ Measured, in this order, one process at a time (never two at once):
     64 (batch b = consecutive groups of b utterances, cycling), ``--calls`` calls each after warm-up (every shape
     compiled first: compile time is reported apart); p50 / p99 per call. Ours: ``SentenceEncoder`` (MiniLM-L6,
     max length 128 as its sentence-transformers config says). Theirs: ``SentenceTransformer.encode``
-    (sentence-transformers, torch CPU, ``torch.set_num_threads(2)``), and its ONNX backend when it installs.
+    (sentence-transformers, torch CPU, ``torch.set_num_threads(2)``), and its ONNX backend when it installs; with
+    onnxruntime in that venv, also the same model exported by ``torch.onnx`` and run by onnxruntime
+    (``onnxruntime_encode``: what that backend runs, when the backend itself does not install).
   * predict: the whole ``model.predict([text])`` call (tokenise, encode, head, nearest examples as evidence,
     Python objects) for an intent model shaped as the default job's export (MiniLM, BANKING77 10-shot's 770
     examples indexed, a logistic-regression head over 77 intents, or ``--model`` an export), the fixed 16-word
@@ -18,7 +20,10 @@ Measured, in this order, one process at a time (never two at once):
     machine's measured float32 matmul peak (a 1024^3 ``jnp.dot``);
   * with ``--quantize int8``, encode and predict again with the encoders' dense layers as int8 products
     (``encoders.quantize``; what ``fn.load(path, quantize="int8")`` and ``--quantize int8`` give); their accuracy
-    against float32 is bench/quantize.py's.
+    against float32 is bench/quantize.py's;
+  * with ``--runtime onnxruntime``, encode and predict again with the sentence encoders run by ONNX Runtime
+    (``encoders.onnx_inference``; what ``fn.load(path, runtime="onnxruntime")`` and ``--runtime onnxruntime``
+    give: the same vectors to float32 rounding).
 
 Rows go to ``bench/results/latency.jsonl``; ``--write`` rewrites ``bench/results/latency.md``.
 """
@@ -26,6 +31,7 @@ Rows go to ``bench/results/latency.jsonl``; ``--write`` rewrites ``bench/results
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import pathlib
@@ -83,20 +89,25 @@ def ours(args) -> list[dict]:
   import jax.numpy as jnp
   from fewshot_nlu.encoders.sentence import SentenceEncoder
   from fewshot_nlu.encoders import quantize as quantization
+  from fewshot_nlu.encoders import onnx_inference
   texts = utterances(args.data_dir)
   rows = []
-  for quantize in [None, *(args.quantize or [])]:
-    suffix = f", {quantize}" if quantize else ""
+  variants = [(None, None), *((q, None) for q in args.quantize or []), *((None, r) for r in args.runtime or [])]
+  for quantize, runtime in variants:
+    suffix = f", {quantize}" if quantize else f", {runtime}" if runtime else ""
     encoder = SentenceEncoder.from_pretrained("minilm-l6")
     quantization.quantize_encoders(encoder, quantize)
+    if runtime:
+      onnx_inference.use_onnxruntime(encoder)
     rows.append({"what": "encode", "backend": f"fewshot_nlu (JAX {jax.__version__}{suffix})", "quantize": quantize,
-                 **encode_table(encoder.encode, texts, args.calls)})
+                 "runtime": runtime, **encode_table(encoder.encode, texts, args.calls)})
     for source in args.model or [None]:
-      model = load_model(source, args.data_dir, encoder, quantize)
+      model = load_model(source, args.data_dir, encoder, quantize, runtime)
       start = time.perf_counter()
       model.predict([TEXT16])
       first = time.perf_counter() - start
       rows.append({"what": "predict", "backend": f"fewshot_nlu {model.kind}{suffix}", "quantize": quantize,
+                   "runtime": runtime,
                    "model": source or "MiniLM + logistic regression over BANKING77 10-shot (770 examples, 77 intents)",
                    "first_call_s": round(first, 2), "text16_batch_1": percentiles(lambda: model.predict([TEXT16]),
                                                                                    args.calls)})
@@ -131,6 +142,8 @@ def breakdown(model, calls: int) -> dict:
   program = lambda: np.asarray(sentence.encode_batch(  # noqa: E731
       encoder.params, batch["input_ids"], batch["attention_mask"], encoder.projection, cfg=encoder.cfg,
       dtype=encoder.dtype, pool=encoder.pooling_mode, normalize=encoder.normalize))
+  if encoder.onnx is not None:  # ONNX Runtime's session instead
+    program = lambda: encoder.onnx(batch["input_ids"], batch["attention_mask"])  # noqa: E731
   vectors = encoder.encode([TEXT16])
   parts = {"tokenise": lambda: encoder.tokenizer.encode([TEXT16], encoder.max_length), "encoder_program": program,
            "encode": lambda: encoder.encode([TEXT16]), "predict_from": lambda: model.predict_from(vectors),
@@ -141,12 +154,12 @@ def breakdown(model, calls: int) -> dict:
   return {name: percentiles(part, calls)["p50_ms"] for name, part in parts.items()}
 
 
-def load_model(source: str | None, data_dir: str, encoder, quantize: str | None = None):
-  """The export at ``source`` (its encoders quantised as ``quantize`` says), or the default job's shape built on
-  ``encoder`` (quantised already when it should be)."""
+def load_model(source: str | None, data_dir: str, encoder, quantize: str | None = None, runtime: str | None = None):
+  """The export at ``source`` (its encoders quantised as ``quantize`` says, run by ``runtime``), or the default
+  job's shape built on ``encoder`` (quantised or moved already when it should be)."""
   from fewshot_nlu import models
   if source:
-    return models.load(source, quantize=quantize)
+    return models.load(source, quantize=quantize, runtime=runtime)
   from fewshot_nlu.data.intent_folder import read_intent_split
   from fewshot_nlu.heads import mlp as mlp_head
   from fewshot_nlu.models.intent_model import IntentModel
@@ -175,7 +188,57 @@ def theirs(args) -> list[dict]:
     encode = lambda batch: model.encode(batch, batch_size=64, convert_to_numpy=True, show_progress_bar=False)
     rows.append({"what": "encode", "backend": f"sentence-transformers {sentence_transformers.__version__} "
                  f"({backend}, torch {torch.__version__}, 2 threads)", **encode_table(encode, texts, args.calls)})
+    if backend == "torch" and importlib.util.find_spec("onnxruntime"):
+      import onnxruntime
+      encode, export_s = onnxruntime_encode(model)
+      rows.append({"what": "encode", "backend": f"onnxruntime {onnxruntime.__version__} (the same model exported "
+                   f"by torch.onnx, 2 threads)", "export_s": export_s, **encode_table(encode, texts, args.calls)})
   return rows
+
+
+def onnxruntime_encode(model):
+  """(encode(texts) -> unit vectors, export seconds): ``model``'s transformer exported by ``torch.onnx`` and run
+  by onnxruntime (2 threads, every graph optimisation), with its tokeniser, mean pooling and normalising in numpy:
+  what sentence-transformers' ONNX backend runs, for when that backend does not install (its ``onnx`` extra needs
+  optimum-onnx, which needs transformers < 4.56 where sentence-transformers 6 needs >= 5)."""
+  import tempfile
+  import numpy as np
+  import onnxruntime
+  import torch
+  names = ("input_ids", "attention_mask", "token_type_ids")
+
+  class Transformer(torch.nn.Module):  # positional inputs, the last hidden state out
+    def __init__(self, hf):
+      super().__init__()
+      self.hf = hf
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+      return self.hf(input_ids=input_ids, attention_mask=attention_mask,
+                     token_type_ids=token_type_ids).last_hidden_state
+
+  tokenizer, max_length = model.tokenizer, model.get_max_seq_length()
+  example = tokenizer(["a short example"], return_tensors="pt")
+  path = pathlib.Path(tempfile.mkdtemp()) / "model.onnx"
+  start = time.perf_counter()
+  torch.onnx.export(Transformer(model[0].auto_model.eval()), tuple(example[k] for k in names), str(path),
+                    input_names=list(names), output_names=["hidden"], dynamo=False,
+                    dynamic_axes={k: {0: "batch", 1: "length"} for k in (*names, "hidden")})
+  export_s = round(time.perf_counter() - start, 2)
+  options = onnxruntime.SessionOptions()
+  options.intra_op_num_threads = 2
+  options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+  session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+  def encode(texts):
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="np")
+    hidden = session.run(None, {k: batch[k].astype(np.int64) for k in names})[0]
+    mask = batch["attention_mask"][..., None].astype(np.float32)
+    vectors = (hidden * mask).sum(1) / mask.sum(1)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+  reference = model.encode([TEXT16], convert_to_numpy=True)
+  assert float((encode([TEXT16]) * reference).sum()) > 0.9999, "the ONNX model does not reproduce the torch one"
+  return encode, export_s
 
 
 # ------------------------------------------------------------------------------------------------ table
@@ -224,6 +287,9 @@ def main() -> None:
                            "job's shape)")
   parser.add_argument("--quantize", action="append", choices=["int8"],
                       help="also time encode and predict with the encoders quantised so (encoders.quantize)")
+  parser.add_argument("--runtime", action="append", choices=["onnxruntime"],
+                      help="also time encode and predict with the sentence encoders run so "
+                      "(encoders.onnx_inference; what fn.load(path, runtime=...) and --runtime give)")
   parser.add_argument("--calls", type=int, default=200)
   parser.add_argument("--data-dir", default=DEFAULT_DATA)
   parser.add_argument("--side", choices=("ours", "theirs"), help=argparse.SUPPRESS)
@@ -234,7 +300,8 @@ def main() -> None:
     return
   rows = json.loads(subprocess.run([sys.executable, __file__, "--side", "ours", "--calls", str(args.calls),
                                     "--data-dir", args.data_dir] + [a for m in args.model or [] for a in ("--model", m)]
-                                   + [a for q in args.quantize or [] for a in ("--quantize", q)],
+                                   + [a for q in args.quantize or [] for a in ("--quantize", q)]
+                                   + [a for r in args.runtime or [] for a in ("--runtime", r)],
                                    check=True, capture_output=True, text=True).stdout.splitlines()[-1])
   if args.st_python:
     rows += json.loads(subprocess.run([args.st_python, __file__, "--side", "theirs", "--calls", str(args.calls),
@@ -242,7 +309,7 @@ def main() -> None:
                                       text=True).stdout.splitlines()[-1])
   command = "python bench/latency.py" + (" --st-python ST_PYTHON" if args.st_python else "") + \
       "".join(f" --model {m}" for m in args.model or []) + "".join(f" --quantize {q}" for q in args.quantize or []) + \
-      " --write"
+      "".join(f" --runtime {r}" for r in args.runtime or []) + " --write"
   with open(ROWS, "a", encoding="utf-8") as f:
     for r in rows:
       f.write(json.dumps({**r, "command": command, "machine": machine()}) + "\n")

@@ -40,7 +40,7 @@ from runner import REPO
 
 
 def start_server(model: str, batch_wait_ms: float | None, log: pathlib.Path,
-                 quantize: str | None = None) -> tuple[subprocess.Popen, str]:
+                 server_args: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -48,8 +48,7 @@ def start_server(model: str, batch_wait_ms: float | None, log: pathlib.Path,
          "--log-level", "warning"]
   if batch_wait_ms is not None:
     cmd += ["--batch-wait-ms", str(batch_wait_ms)]
-  if quantize:
-    cmd += ["--quantize", quantize]
+  cmd += list(server_args)
   print("$", " ".join(cmd[1:]), flush=True)
   with open(log, "w") as out:
     process = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
@@ -169,6 +168,8 @@ def main() -> None:
                       help="load generators, each at every concurrency (default: both)")
   parser.add_argument("--batch-wait-ms", type=float, help="passed to the server (default: the server's)")
   parser.add_argument("--quantize", choices=["int8"], help="passed to the server: int8 encoders (encoders.quantize)")
+  parser.add_argument("--runtime", choices=["xla", "onnxruntime"],
+                      help="passed to the server: the encoders' runtime (encoders.onnx_inference)")
   parser.add_argument("--write", action="store_true", help="write the table to --output")
   parser.add_argument("--output", default=str(runner.RESULTS / "serve.md"))
   args = parser.parse_args()
@@ -177,7 +178,8 @@ def main() -> None:
   process = None
   if args.model:
     process, url = start_server(args.model, args.batch_wait_ms, pathlib.Path(tempfile.gettempdir()) / "bench_serve.log",
-                                args.quantize)
+                                tuple(a for flag in ("quantize", "runtime") if getattr(args, flag)
+                                      for a in (f"--{flag}", getattr(args, flag))))
   else:
     url = args.url.rstrip("/")
   try:

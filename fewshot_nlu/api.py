@@ -245,12 +245,15 @@ def _trained_model(workdir: pathlib.Path, results: dict, keep_checkpoints: bool,
   return model
 
 
-def load(path: str | os.PathLike, *, quantize: str | None = None):
+def load(path: str | os.PathLike, *, quantize: str | None = None, runtime: str | None = None):
   """The model exported in ``path`` (an ``export/`` folder, a folder written by ``model.save``, or a run's
   workdir holding ``export/``), as its own class (``fewshot_nlu.models.load``). ``quantize="int8"`` runs its
   encoders' dense layers as int8 products (``encoders.quantize``): faster on a CPU at batch 1, predictions close
   to but not the same as float32's (bench/results/latency_notes.md); such a model predicts and takes examples,
-  and is not saved again."""
+  and is not saved again. ``runtime="onnxruntime"`` runs its sentence encoders through ONNX Runtime
+  (``encoders.onnx_inference``, ``pip install "fewshot-nlu[onnxruntime]"``): the same predictions to float32
+  rounding, ~0.6x XLA's time for one utterance on a CPU (bench/results/latency.md); a slot filler's span
+  encoder and QAID's token matrices stay on XLA (one log line says so)."""
   from fewshot_nlu import models
   path = pathlib.Path(path).expanduser()
   if path.is_file():
@@ -263,4 +266,4 @@ def load(path: str | os.PathLike, *, quantize: str | None = None):
   has_model = any((path / kind.meta_file).is_file() for kind in models.KINDS.values())
   if not has_model and (path / "export").is_dir():
     path = path / "export"
-  return models.load(path, quantize=quantize)
+  return models.load(path, quantize=quantize, runtime=runtime)

@@ -84,6 +84,9 @@ def test_intent_model_export_answers_and_grows(encoder, tmp_path, capsys, classi
   assert code == 0 and lines[0] == TEXTS[3] and lines[1].startswith("  -> ") and len(lines) == 4
   if classifier != "mlp":  # music's one example: its own nearest example and prototype
     assert lines[1] == "  -> music  (1.000)" and lines[2].endswith(TEXTS[3])
+  if classifier == "knn":  # the encoder run by ONNX Runtime answers the same
+    assert _run(["--model", str(export), "--neighbours", "2", "--runtime", "onnxruntime", TEXTS[3]], capsys)[:2] == (
+        0, out)
 
   extra = tmp_path / "extra.tsv"
   extra.write_text(f"{tiny.CORPUS[6]}\talarm\n")

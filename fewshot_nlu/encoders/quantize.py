@@ -93,43 +93,49 @@ def _copy_dicts(tree: Any) -> Any:
   return {k: _copy_dicts(v) for k, v in tree.items()} if isinstance(tree, dict) else tree
 
 
-def quantize_encoders(model: Any, quantize: str | None) -> int:
-  """Quantises, in place, the params of every encoder ``model`` holds (a loaded model of any kind: an intent
-  model's sentence encoder, QAID's, a slot filler's span encoder, both parts of a joint NLU model), found as
-  fewshot_nlu objects with an encoder config ``cfg`` and ``params``. Encoders sharing one params tree keep
-  sharing its quantised copy. Returns how many encoder objects changed; ``quantize=None`` changes nothing."""
-  check_quantization(quantize)
-  if quantize is None:
-    return 0
+def encoders_held(model: Any):
+  """Every encoder object ``model`` holds (a loaded model of any kind: an intent model's sentence encoder, QAID's,
+  a slot filler's span encoder, both parts of a joint NLU model), each once: fewshot_nlu objects with an encoder
+  config ``cfg`` and ``params``, found through attributes, dicts, lists and tuples."""
   from fewshot_nlu.encoders import transformer
   seen: set[int] = set()
-  quantised: dict[int, Any] = {}
-  changed = 0
 
-  def visit(obj: Any) -> None:
-    nonlocal changed
+  def visit(obj: Any):
     if isinstance(obj, dict):
       for value in obj.values():
-        visit(value)
+        yield from visit(value)
       return
     if isinstance(obj, (list, tuple)):
       for value in obj:
-        visit(value)
+        yield from visit(value)
       return
     if id(obj) in seen or not type(obj).__module__.startswith("fewshot_nlu") or not hasattr(obj, "__dict__"):
       return
     seen.add(id(obj))
     if isinstance(getattr(obj, "cfg", None), transformer.EncoderConfig) and isinstance(getattr(obj, "params", None),
                                                                                        dict):
-      key = id(obj.params)
-      if key not in quantised:
-        quantised[key] = jax.device_put(int8_params(obj.params))
-      obj.params = quantised[key]
-      changed += 1
-    for value in vars(obj).values():
-      visit(value)
+      yield obj
+    for value in list(vars(obj).values()):
+      yield from visit(value)
 
-  visit(model)
+  yield from visit(model)
+
+
+def quantize_encoders(model: Any, quantize: str | None) -> int:
+  """Quantises, in place, the params of every encoder ``model`` holds (``encoders_held``). Encoders sharing one
+  params tree keep sharing its quantised copy. Returns how many encoder objects changed; ``quantize=None``
+  changes nothing."""
+  check_quantization(quantize)
+  if quantize is None:
+    return 0
+  quantised: dict[int, Any] = {}
+  changed = 0
+  for obj in list(encoders_held(model)):
+    key = id(obj.params)
+    if key not in quantised:
+      quantised[key] = jax.device_put(int8_params(obj.params))
+    obj.params = quantised[key]
+    changed += 1
   if not changed:
     raise ValueError(f"quantize={quantize!r}: found no encoder in this {type(model).__name__}")
   return changed

@@ -46,6 +46,7 @@ class SentenceEncoder:
     self.dim = cfg.hidden_size if projection is None else int(projection["kernel"].shape[1])
     self.pooling_mode, self.normalize = pooling_mode, normalize
     self.batch_size, self.dtype = batch_size, dtype
+    self.onnx = None  # an ``onnx_inference.OnnxSentenceForward`` in place of XLA (``onnx_inference.use_onnxruntime``)
 
   def _set_max_length(self, max_length: int) -> None:
     if max_length > self.cfg.max_length:
@@ -106,6 +107,7 @@ class SentenceEncoder:
     and adapters of one size reuse the same compiled programs."""
     clone = copy.copy(self)
     clone.params = adapters.merge(self.params, jax.device_put(adapter) if adapter else {})
+    clone.onnx = None  # other params: XLA runs them
     return clone
 
   def with_max_length(self, max_length: int) -> "SentenceEncoder":
@@ -119,6 +121,8 @@ class SentenceEncoder:
     if isinstance(texts, str):
       raise TypeError("encode() takes a sequence of texts, not a single string")
     def vectors(batch, rows):
+      if self.onnx is not None:
+        return self.onnx(batch["input_ids"], batch["attention_mask"])
       return encode_batch(self.params, batch["input_ids"], batch["attention_mask"], self.projection,
                           cfg=self.cfg, dtype=self.dtype, pool=self.pooling_mode, normalize=self.normalize)
     return inference.encode_bucketed(self.tokenizer.encode(texts, self.max_length), vectors,

@@ -9,6 +9,7 @@ core never imports a method's package at import time.
 from __future__ import annotations
 
 import importlib
+import logging
 import pathlib
 
 from fewshot_nlu.model_kinds import KINDS, Kind  # noqa: F401  (the table; Kind for callers)
@@ -44,11 +45,20 @@ def kind_of(directory: str | pathlib.Path) -> str:
   return recorded
 
 
-def load(directory: str | pathlib.Path, *, quantize: str | None = None, **kwargs):
+def load(directory: str | pathlib.Path, *, quantize: str | None = None, runtime: str | None = None, **kwargs):
   """The model exported in ``directory``, as its own class (``kwargs`` go to that class's ``load``);
-  ``quantize="int8"``: its encoders' dense layers as int8 products, for inference (``encoders.quantize``)."""
+  ``quantize="int8"``: its encoders' dense layers as int8 products, for inference (``encoders.quantize``);
+  ``runtime="onnxruntime"``: its sentence encoders run by ONNX Runtime, for inference on a CPU
+  (``encoders.onnx_inference``; one log line per encoder left on XLA)."""
+  from fewshot_nlu.encoders import onnx_inference
   from fewshot_nlu.encoders import quantize as quantization
   quantization.check_quantization(quantize)
+  onnx_inference.check_runtime(runtime)
+  if quantize and runtime == "onnxruntime":
+    raise ValueError(f"quantize={quantize!r} and runtime='onnxruntime': int8 products run on XLA; choose one")
   model = model_class(kind_of(directory)).load(directory, **kwargs)
   quantization.quantize_encoders(model, quantize)
+  if runtime == "onnxruntime":
+    for line in onnx_inference.use_onnxruntime(model):
+      logging.getLogger(__name__).warning("runtime='onnxruntime': %s", line)
   return model

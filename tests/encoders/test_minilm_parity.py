@@ -57,3 +57,17 @@ def test_embeddings_match_sentence_transformers(model):
   cosine = np.sum(ours * reference["embeddings"], axis=1) / (
       np.linalg.norm(ours, axis=1) * np.linalg.norm(reference["embeddings"], axis=1))
   assert cosine.min() >= 0.9999, (cosine.min(), reference["sentences"][np.argmin(cosine)])
+
+
+def test_embeddings_on_onnxruntime_match_sentence_transformers(model):
+  pytest.importorskip("onnxruntime")
+  from fewshot_nlu.encoders import onnx_inference
+  reference, encoder = model
+  encoder.onnx = onnx_inference.OnnxSentenceForward(encoder)
+  try:
+    ours = encoder.encode(list(reference["sentences"]))
+  finally:
+    encoder.onnx = None
+  cosine = np.sum(ours * reference["embeddings"], axis=1) / (
+      np.linalg.norm(ours, axis=1) * np.linalg.norm(reference["embeddings"], axis=1))
+  assert cosine.min() >= 0.9999, (cosine.min(), reference["sentences"][np.argmin(cosine)])
