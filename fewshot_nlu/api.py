@@ -251,7 +251,7 @@ def load(path: str | os.PathLike, *, quantize: str | None = None, runtime: str |
   encoders' dense layers as int8 products (``encoders.quantize``): faster on a CPU at batch 1, predictions close
   to but not the same as float32's (bench/results/latency_notes.md); such a model predicts and takes examples,
   and is not saved again. ``runtime="onnxruntime"`` runs its sentence encoders through ONNX Runtime
-  (``encoders.onnx_inference``, ``pip install "fewshot-nlu[onnxruntime]"``): the same predictions to float32
+  (``encoders.onnx_inference``, ``pip install "fewshot_nlu[onnxruntime]"``): the same predictions to float32
   rounding, ~0.6x XLA's time for one utterance on a CPU (bench/results/latency.md); a slot filler's span
   encoder and QAID's token matrices stay on XLA (one log line says so)."""
   from fewshot_nlu import models

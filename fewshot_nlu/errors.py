@@ -22,6 +22,10 @@ class MissingDataFile(UserError, FileNotFoundError):
   """A data file or folder that is not there; the message names the path."""
 
 
+class MissingExtra(UserError, ImportError):
+  """An optional feature whose packages are not installed; the message names the feature and the pip command."""
+
+
 def _disk_full(error: BaseException) -> OSError | None:
   """The ``ENOSPC`` OSError behind ``error`` (itself, or its cause / context: orbax and TFDS wrap them)."""
   seen = set()

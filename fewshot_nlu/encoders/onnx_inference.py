@@ -28,10 +28,11 @@ from typing import Any
 import jax
 import numpy as np
 
+from fewshot_nlu import errors
 from fewshot_nlu.encoders import RUNTIMES, quantize, transformer
 
 OPSET = 17  # LayerNormalization
-INSTALL = 'pip install "fewshot-nlu[onnxruntime]"'
+INSTALL = "pip install 'fewshot_nlu[onnxruntime]' (or: pip install onnx onnxruntime)"
 
 
 def check_runtime(runtime: str | None) -> None:
@@ -44,7 +45,7 @@ def _onnx():
     import onnx
     import onnxruntime
   except ImportError as e:
-    raise ImportError(f"runtime='onnxruntime' needs the onnx and onnxruntime packages: {INSTALL}") from e
+    raise errors.MissingExtra(f"runtime='onnxruntime' needs the onnx and onnxruntime packages: {INSTALL}") from e
   return onnx, onnxruntime
 
 

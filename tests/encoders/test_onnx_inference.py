@@ -5,12 +5,13 @@ says why."""
 
 import dataclasses
 import json
+import sys
 
 import numpy as np
 import pytest
 import safetensors.numpy
 
-from fewshot_nlu import models
+from fewshot_nlu import errors, models
 from fewshot_nlu.encoders import onnx_inference, projection, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
 from fewshot_nlu.models.intent_model import IntentModel
@@ -101,6 +102,14 @@ def test_a_loaded_model_predicts_on_onnxruntime_as_on_xla(tiny_bert_dir, tmp_pat
     models.load(tmp_path / "export", quantize="int8", runtime="onnxruntime")
   with pytest.raises(ValueError, match="known runtimes"):
     models.load(tmp_path / "export", runtime="tensorrt")
+
+
+def test_without_the_packages_the_error_names_the_extra(tiny_bert_dir, monkeypatch):
+  monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed
+  encoder = SentenceEncoder.from_pretrained(str(tiny_bert_dir), max_length=32)
+  with pytest.raises(errors.MissingExtra, match=r"pip install 'fewshot_nlu\[onnxruntime\]'") as raised:
+    onnx_inference.use_onnxruntime(encoder)
+  assert errors.one_line(raised.value).startswith("error: runtime='onnxruntime' needs")
 
 
 def test_what_cannot_run_there_stays_on_xla_and_says_why(tiny_bert_dir):
