@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                       help="run the encoders' dense layers as int8 products: "
                       "faster at batch 1 on a CPU, predictions close to float32's (encoders.quantize)")
   parser.add_argument("--runtime", choices=RUNTIMES, default="xla",
-                      help="onnxruntime: run the sentence encoders through ONNX Runtime, the same predictions, "
+                      help="onnxruntime: run the encoders through ONNX Runtime, the same predictions, "
                       "faster for a few utterances on a CPU (needs the onnxruntime extra; encoders.onnx_inference)")
   args = parser.parse_args(argv)
   os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,21 +1,25 @@
-"""A sentence encoder's forward run by ONNX Runtime (``runtime="onnxruntime"``): inference on a CPU, faster than
-XLA's at one or a few utterances.
+"""Encoders' forwards run by ONNX Runtime (``runtime="onnxruntime"``): inference on a CPU, faster than XLA's at
+one or a few utterances.
 
 At batch 1 the MiniLM forward is a chain of dense products over ~18 rows, and XLA's CPU dot reaches ~0.4 of this
 CPU's matmul peak there (bench/results/latency_notes.md); ONNX Runtime's products (MLAS) and fused kernels run the
 same model in ~0.6 of XLA's time at batch 1 and level at batch 64 (bench/results/latency.md). Training, sharding
-and every other path stay JAX: this module only re-expresses a trained ``SentenceEncoder`` (its params, pooling,
-projection and normalisation) as an ONNX graph, built here from the params with ``onnx.helper`` (no torch), and
-runs it in an ``onnxruntime.InferenceSession``.
+and every other path stay JAX: this module only re-expresses a trained encoder as an ONNX graph, built here from
+its params with ``onnx.helper`` (no torch), and runs it in an ``onnxruntime.InferenceSession``:
+  * a ``SentenceEncoder``: its pooled vectors (pooling, projection and normalisation in the graph), what
+    ``sentence.encode_batch`` returns;
+  * a slot filler's ``SpanEncoder`` and QAID's model: the token states [B, L, H] the transformer returns
+    (``span_retrieval.token_states`` / ``qaid.model.represent_batch`` take it from there).
 
-The graph is ``sentence.encode_batch`` written out op by op, the same equations as ``transformer`` (post-LayerNorm
-BERT / RoBERTa / MPNet blocks, exact-erf GELU), with the parts that depend only on the padded batch's shape and
-mask computed on the host and fed in:
+The graph is the transformer written out op by op, the same equations as ``transformer`` (post-LayerNorm BERT /
+RoBERTa / MPNet blocks, exact-erf GELU), with the parts that depend only on the padded batch's shape and mask
+computed on the host and fed in:
   * ``position_ids`` [B, L]: ``transformer.position_ids`` (BERT: 0..L-1; RoBERTa / MPNet: counted over real
     tokens from the padding index);
   * ``attention_bias`` [B, 1 | heads, 1 | L, L]: float32's lowest value on padded keys (where XLA masks them out),
     plus MPNet's relative position bias [heads, L, L] (``transformer.bias_from_table``);
-  * ``pool_weights`` [B, L]: mean pooling's 1 / (real tokens) on each real token, or CLS pooling's 1 on the first.
+  * ``pool_weights`` [B, L] (pooled vectors only): mean pooling's 1 / (real tokens) on each real token, or CLS
+    pooling's 1 on the first.
 Max pooling, adapters (Multi-ConvFiT's C-ADAPT) and int8 params are not expressed: such encoders stay on XLA
 (``use_onnxruntime`` says so). Results equal XLA's to float32 rounding (tests/encoders/test_onnx_inference.py).
 """
@@ -50,8 +54,10 @@ def _onnx():
 
 
 def unsupported(encoder) -> str | None:
-  """Why ``encoder`` (a ``SentenceEncoder``) cannot run on ONNX Runtime, or None when it can."""
-  if encoder.pooling_mode not in ("mean", "cls"):
+  """Why ``encoder`` (an object holding ``cfg`` and ``params``) cannot run on ONNX Runtime, or None when it can."""
+  if not hasattr(encoder, "onnx"):
+    return "not an encoder that runs on onnxruntime"
+  if _pooled(encoder) and encoder.pooling_mode not in ("mean", "cls"):
     return f"its {encoder.pooling_mode} pooling"
   if quantize.is_int8(encoder.params):
     return "its int8 params (quantize='int8' runs on XLA)"
@@ -101,14 +107,21 @@ class _Graph:
     return self.op("Mul", self.op("Mul", x, half), self.op("Add", inner, self.const(np.float32(1.0))))
 
 
-def sentence_graph(cfg: transformer.EncoderConfig, params: Any, *, pooling: str, normalize: bool,
-                   projection: dict | None = None):
-  """The ``onnx.ModelProto`` of ``sentence.encode_batch`` for these params (module docstring): inputs
-  ``input_ids`` [B, L] int64, ``position_ids`` [B, L] int64, ``attention_bias`` [B, h, q, L] float32,
-  ``pool_weights`` [B, L] float32; output ``vectors`` [B, D] float32."""
+def _pooled(encoder) -> bool:
+  """Whether ``encoder`` returns pooled vectors (a ``SentenceEncoder``) rather than token states."""
+  from fewshot_nlu.encoders.sentence import SentenceEncoder
+  return isinstance(encoder, SentenceEncoder)
+
+
+def encoder_graph(cfg: transformer.EncoderConfig, params: Any, *, pooling: str | None = None,
+                  normalize: bool = False, projection: dict | None = None):
+  """The ``onnx.ModelProto`` of the transformer with these params (module docstring): inputs ``input_ids`` [B, L]
+  int64, ``position_ids`` [B, L] int64, ``attention_bias`` [B, h, q, L] float32; with ``pooling`` (``mean`` /
+  ``cls``) also ``pool_weights`` [B, L] float32 and the output ``vectors`` [B, D] float32 of
+  ``sentence.encode_batch`` (then ``projection`` and ``normalize``), else the output ``hidden`` [B, L, H]."""
   _onnx()
   from onnx import TensorProto, helper, numpy_helper
-  if pooling not in ("mean", "cls"):  # the host's pool_weights express these two only
+  if pooling not in (None, "mean", "cls"):  # the host's pool_weights express these two only
     raise ValueError(f"pooling={pooling!r}: the ONNX graph pools by the mean or the first token")
   params = jax.device_get(params)
   g = _Graph(helper, numpy_helper)
@@ -137,6 +150,14 @@ def sentence_graph(cfg: transformer.EncoderConfig, params: Any, *, pooling: str,
                      cfg.layer_norm_eps)
     h = g.dense(g.activation(g.dense(x, layer["intermediate"]), cfg.hidden_act), layer["output"])
     x = g.layer_norm(g.op("Add", x, h), layer["output_norm"], cfg.layer_norm_eps)
+  inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "length"]),
+            helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "length"]),
+            helper.make_tensor_value_info("attention_bias", TensorProto.FLOAT, ["batch", "heads", "queries", "length"])]
+  if pooling is None:
+    g.nodes.append(helper.make_node("Identity", [x], ["hidden"]))
+    outputs = [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "length", hidden])]
+    graph = helper.make_graph(g.nodes, "token_states", inputs, outputs, g.initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="fewshot_nlu")
   pooled = g.op("Squeeze", g.op("MatMul", g.op("Unsqueeze", "pool_weights", g.const(np.array([1], np.int64))), x),
                 g.const(np.array([1], np.int64)))
   if projection is not None:
@@ -146,10 +167,7 @@ def sentence_graph(cfg: transformer.EncoderConfig, params: Any, *, pooling: str,
     pooled = g.op("Div", pooled, g.op("Max", norm, g.const(np.float32(1e-12))))
   g.nodes.append(helper.make_node("Identity", [pooled], ["vectors"]))
   dim = hidden if projection is None else int(np.shape(projection["kernel"])[1])
-  inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "length"]),
-            helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "length"]),
-            helper.make_tensor_value_info("attention_bias", TensorProto.FLOAT, ["batch", "heads", "queries", "length"]),
-            helper.make_tensor_value_info("pool_weights", TensorProto.FLOAT, ["batch", "length"])]
+  inputs.append(helper.make_tensor_value_info("pool_weights", TensorProto.FLOAT, ["batch", "length"]))
   outputs = [helper.make_tensor_value_info("vectors", TensorProto.FLOAT, ["batch", dim])]
   graph = helper.make_graph(g.nodes, "sentence_encoder", inputs, outputs, g.initializers)
   return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="fewshot_nlu")
@@ -163,24 +181,28 @@ def position_ids(attention_mask: np.ndarray, cfg: transformer.EncoderConfig) -> 
   return np.broadcast_to(np.arange(attention_mask.shape[-1], dtype=np.int64), attention_mask.shape).copy()
 
 
-class OnnxSentenceForward:
-  """``(input_ids, attention_mask) -> [B, D] vectors`` of a ``SentenceEncoder`` through ONNX Runtime: what
-  ``sentence.encode_batch`` returns for the same padded batch. Holds the session and, per padded length, MPNet's
-  relative position bias."""
+class OnnxForward:
+  """``(input_ids, attention_mask) ->`` a padded batch's outputs through ONNX Runtime: a ``SentenceEncoder``'s
+  [B, D] vectors (what ``sentence.encode_batch`` returns), or another encoder's [B, L, H] token states (what the
+  transformer returns). Holds the session and, per padded length, MPNet's relative position bias."""
 
   def __init__(self, encoder, threads: int = 0, spin: bool = True):
     reason = unsupported(encoder)
     if reason:
       raise ValueError(f"this encoder cannot run on onnxruntime: {reason}")
     _, onnxruntime = _onnx()
-    self.cfg, self.pooling = encoder.cfg, encoder.pooling_mode
-    model = sentence_graph(encoder.cfg, encoder.params, pooling=encoder.pooling_mode, normalize=encoder.normalize,
-                           projection=encoder.projection)
+    self.cfg = encoder.cfg
+    self.pooling = encoder.pooling_mode if _pooled(encoder) else None
+    self.output = "hidden" if self.pooling is None else "vectors"
+    pooled = {} if self.pooling is None else {"pooling": self.pooling, "normalize": encoder.normalize,
+                                              "projection": encoder.projection}
+    model = encoder_graph(encoder.cfg, encoder.params, **pooled)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads  # 0: ONNX Runtime's default, one per physical core
     # Spinning (ONNX Runtime's default) keeps the worker threads polling between ops: the lowest latency on a CPU
-    # the server has to itself (2.5 ms for the 16-word utterance here, 3.2-3.3 without), but 2-3x slower where
-    # other work shares the cores (7-9 ms against 3.7-3.8 without): bench/results/latency_notes.md.
+    # the session has to itself (2.5 ms for the 16-word utterance here, 3.2-3.3 without), but 2-3x slower where
+    # other work shares the cores (7-9 ms against 3.7-3.8 without), another session's threads included
+    # (``use_onnxruntime``): bench/results/latency_notes.md.
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
     self.session = onnxruntime.InferenceSession(model.SerializeToString(), options,
@@ -199,39 +221,41 @@ class OnnxSentenceForward:
       if length not in self._relative:
         self._relative[length] = np.asarray(transformer.bias_from_table(self._table, length), np.float32)
       bias = bias + self._relative[length]
+    feeds = {"input_ids": np.asarray(input_ids, np.int64), "position_ids": position_ids(mask, self.cfg),
+             "attention_bias": bias}
     if self.pooling == "mean":
-      weights = real / np.maximum(real.sum(axis=1, keepdims=True), 1e-9)
-    else:
-      weights = np.zeros_like(real)
-      weights[:, 0] = 1.0
-    return {"input_ids": np.asarray(input_ids, np.int64),
-            "position_ids": position_ids(mask, self.cfg),
-            "attention_bias": bias, "pool_weights": weights.astype(np.float32)}
+      feeds["pool_weights"] = real / np.maximum(real.sum(axis=1, keepdims=True), 1e-9)
+    elif self.pooling == "cls":
+      feeds["pool_weights"] = np.zeros_like(real)
+      feeds["pool_weights"][:, 0] = 1.0
+    return feeds
 
   def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-    return self.session.run(["vectors"], self.feeds(input_ids, attention_mask))[0]
+    return self.session.run([self.output], self.feeds(input_ids, attention_mask))[0]
 
 
-def use_onnxruntime(model: Any, threads: int = 0, spin: bool = True) -> list[str]:
-  """Runs, from now on, every ``SentenceEncoder`` ``model`` holds (a loaded model of any kind) on ONNX Runtime,
-  one session per distinct encoder (``threads`` / ``spin``: ``OnnxSentenceForward``'s). Returns a line per encoder left on XLA, saying why (a span encoder, QAID's
-  token matrices, an unsupported pooling or adapters); raises where none could be moved."""
-  from fewshot_nlu.encoders.sentence import SentenceEncoder
-  moved, stayed, sessions = 0, [], {}
+def use_onnxruntime(model: Any, threads: int = 0, spin: bool | None = None) -> list[str]:
+  """Runs, from now on, every encoder ``model`` holds (a loaded model of any kind: ``quantize.encoders_held``) on
+  ONNX Runtime, one session per distinct graph (``threads`` / ``spin``: ``OnnxForward``'s). ``spin=None``: the
+  threads spin where the model has one session, not where it has several (a joint model's intent and slot
+  encoders: two spinning pools on the same cores made its parse no faster than XLA's, 32 ms against 31, and 22
+  without spinning; bench/results/latency_notes.md). Returns a line per encoder left on XLA, saying why (max
+  pooling, adapters, int8 params); raises where none could be moved."""
+  stayed, keys = [], {}
   for obj in quantize.encoders_held(model):
-    if not isinstance(obj, SentenceEncoder):
-      stayed.append(f"{type(obj).__name__} stays on XLA (only sentence encoders run on onnxruntime)")
-      continue
     reason = unsupported(obj)
     if reason:
       stayed.append(f"{type(obj).__name__} stays on XLA ({reason})")
       continue
-    key = (id(obj.params), id(obj.projection), obj.pooling_mode, obj.normalize)
+    keys[id(obj)] = (obj, (id(obj.params), id(obj.projection), obj.pooling_mode, obj.normalize) if _pooled(obj)
+                     else (id(obj.params),))
+  sessions = {}
+  spin = len({key for _, key in keys.values()}) == 1 if spin is None else spin
+  for obj, key in keys.values():
     if key not in sessions:
-      sessions[key] = OnnxSentenceForward(obj, threads, spin)
+      sessions[key] = OnnxForward(obj, threads, spin)
     obj.onnx = sessions[key]
-    moved += 1
-  if not moved:
+  if not keys:
     raise ValueError(f"runtime='onnxruntime': no encoder of this {type(model).__name__} can run there: "
                      + "; ".join(stayed or ["it holds no encoder"]))
   return stayed

@@ -46,7 +46,7 @@ class SentenceEncoder:
     self.dim = cfg.hidden_size if projection is None else int(projection["kernel"].shape[1])
     self.pooling_mode, self.normalize = pooling_mode, normalize
     self.batch_size, self.dtype = batch_size, dtype
-    self.onnx = None  # an ``onnx_inference.OnnxSentenceForward`` in place of XLA (``onnx_inference.use_onnxruntime``)
+    self.onnx = None  # an ``onnx_inference.OnnxForward`` in place of XLA (``onnx_inference.use_onnxruntime``)
 
   def _set_max_length(self, max_length: int) -> None:
     if max_length > self.cfg.max_length:

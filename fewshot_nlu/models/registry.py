@@ -48,7 +48,7 @@ def kind_of(directory: str | pathlib.Path) -> str:
 def load(directory: str | pathlib.Path, *, quantize: str | None = None, runtime: str | None = None, **kwargs):
   """The model exported in ``directory``, as its own class (``kwargs`` go to that class's ``load``);
   ``quantize="int8"``: its encoders' dense layers as int8 products, for inference (``encoders.quantize``);
-  ``runtime="onnxruntime"``: its sentence encoders run by ONNX Runtime, for inference on a CPU
+  ``runtime="onnxruntime"``: its encoders run by ONNX Runtime, for inference on a CPU
   (``encoders.onnx_inference``; one log line per encoder left on XLA)."""
   from fewshot_nlu.encoders import onnx_inference
   from fewshot_nlu.encoders import quantize as quantization

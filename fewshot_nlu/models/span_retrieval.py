@@ -60,6 +60,9 @@ def token_states(params, input_ids, attention_mask, *, cfg, dtype, projection=No
   return hidden if projection is None else hidden @ projection
 
 
+project = jax.jit(jnp.matmul)  # token states [B, L, H] times a projection [H, P], where the states came from elsewhere
+
+
 class SpanEncoder:
   """Word spans of pre-split utterances -> first+last word-piece vectors (numpy, float32).
 
@@ -82,6 +85,7 @@ class SpanEncoder:
     self.dim = 2 * cfg.hidden_size
     self._states: dict[tuple[str, ...], tuple[np.ndarray, list[tuple[int, int]]]] = {}
     self._projection: jax.Array | None = None  # the metric's halves side by side, on the device (``encode``)
+    self.onnx = None  # an ``onnx_inference.OnnxForward`` in place of XLA (``onnx_inference.use_onnxruntime``)
 
   def states(self, word_lists: Sequence[Sequence[str]], *, cache: bool = True
              ) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
@@ -99,10 +103,16 @@ class SpanEncoder:
     """``states`` of ``word_lists``, none kept; with ``projection`` [H, P] the states times it, in the
     encoder's program."""
     encoded = self.tokenizer.encode_words(word_lists, self.max_length)
+
+    def states(batch, rows):
+      if self.onnx is None:
+        return token_states(self.params, batch["input_ids"], batch["attention_mask"], cfg=self.cfg, dtype=self.dtype,
+                            projection=projection)
+      hidden = self.onnx(batch["input_ids"], batch["attention_mask"])
+      return hidden if projection is None else project(hidden, projection)
+
     computed = inference.encode_bucketed(
-        [ids for ids, _ in encoded],
-        lambda batch, rows: token_states(self.params, batch["input_ids"], batch["attention_mask"],
-                                         cfg=self.cfg, dtype=self.dtype, projection=projection),
+        [ids for ids, _ in encoded], states,
         pad_id=self.tokenizer.pad_id, buckets=self.buckets, batch_size=self.batch_size,
         row_sizes=[len(ids) for ids, _ in encoded])
     return [(np.ascontiguousarray(c), pieces) for c, (_, pieces) in zip(computed, encoded)]

@@ -61,7 +61,7 @@ def parse_args(argv: list[str] | None):
                       help="serve with the encoders' dense layers as int8 products: "
                       "lower latency on a CPU, predictions close to float32's (encoders.quantize)")
   parser.add_argument("--runtime", choices=RUNTIMES, default="xla",
-                      help="onnxruntime: serve with the sentence encoders run by ONNX Runtime, the same predictions "
+                      help="onnxruntime: serve with the encoders run by ONNX Runtime, the same predictions "
                       "at lower latency on a CPU (needs the onnxruntime extra; encoders.onnx_inference)")
   parser.add_argument("--verbose", action="store_true", help="also show libraries' start-up and probing lines")
   parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])

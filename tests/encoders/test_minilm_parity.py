@@ -63,7 +63,7 @@ def test_embeddings_on_onnxruntime_match_sentence_transformers(model):
   pytest.importorskip("onnxruntime")
   from fewshot_nlu.encoders import onnx_inference
   reference, encoder = model
-  encoder.onnx = onnx_inference.OnnxSentenceForward(encoder)
+  encoder.onnx = onnx_inference.OnnxForward(encoder)
   try:
     ours = encoder.encode(list(reference["sentences"]))
   finally:

@@ -1,7 +1,7 @@
 """ONNX Runtime inference (``encoders.onnx_inference``): the graph built from the params encodes as XLA does (BERT,
 RoBERTa, MPNet; mean / CLS pooling; with and without the projection and normalisation; both GELUs), and against
-the float64 numpy model; a loaded model runs on it, predicts as on XLA, takes examples; what cannot run there
-says why."""
+the float64 numpy model; a slot filler's span states and QAID's token matrices are XLA's; a loaded model runs on
+it, predicts as on XLA, takes examples; what cannot run there says why."""
 
 import dataclasses
 import json
@@ -12,9 +12,11 @@ import pytest
 import safetensors.numpy
 
 from fewshot_nlu import errors, models
-from fewshot_nlu.encoders import onnx_inference, projection, transformer
+from fewshot_nlu.encoders import onnx_inference, pretrained, projection, transformer
 from fewshot_nlu.encoders.sentence import SentenceEncoder
+from fewshot_nlu.methods.qaid.model import QAIDModel
 from fewshot_nlu.models.intent_model import IntentModel
+from fewshot_nlu.models.span_retrieval import SpanEncoder
 from tests import tiny
 
 pytest.importorskip("onnxruntime")
@@ -29,7 +31,7 @@ TEXTS = tiny.CORPUS[:5]  # several lengths; with batch_size 4, a last batch of o
 def _both(encoder: SentenceEncoder, texts=TEXTS) -> tuple[np.ndarray, np.ndarray]:
   """(XLA's vectors, ONNX Runtime's) of ``texts``."""
   xla = encoder.encode(texts)
-  encoder.onnx = onnx_inference.OnnxSentenceForward(encoder)
+  encoder.onnx = onnx_inference.OnnxForward(encoder)
   try:
     return xla, encoder.encode(texts)
   finally:
@@ -65,7 +67,7 @@ def test_the_other_activations_encode_as_xla(activation, tiny_bert_dir):
 def test_the_graph_is_the_numpy_model_pooled(kind, tiny_bert_dir, tiny_mpnet_dir):
   directory = {"bert": tiny_bert_dir, "mpnet": tiny_mpnet_dir}[kind]
   encoder = SentenceEncoder.from_pretrained(str(directory), max_length=32, normalize=False)
-  forward = onnx_inference.OnnxSentenceForward(encoder)
+  forward = onnx_inference.OnnxForward(encoder)
   ids = encoder.tokenizer.encode(tiny.CORPUS[:4], 32)
   length = max(map(len, ids))
   input_ids = np.full((4, length), encoder.tokenizer.pad_id, np.int64)
@@ -86,13 +88,40 @@ def test_the_host_position_ids_are_the_encoders(style, tiny_bert_dir):
   np.testing.assert_array_equal(onnx_inference.position_ids(mask, cfg), np.asarray(transformer.position_ids(mask, cfg)))
 
 
+@pytest.mark.parametrize("with_metric", [False, True])
+def test_span_states_on_onnxruntime_are_xlas(with_metric, tiny_bert_dir):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  encoder = SpanEncoder(model.config, model.params, model.tokenizer, max_length=32, batch_size=4)
+  if with_metric:  # the uncached path projects the states through the metric's halves
+    width = 2 * tiny.HIDDEN
+    encoder = encoder.with_metric(np.random.default_rng(0).normal(size=(width, width)).astype(np.float32))
+  words = [text.split() for text in TEXTS]
+  spans = [[(0, 1), (1, len(w))] for w in words]
+  xla = encoder.encode(words, spans, cache=False)
+  assert onnx_inference.use_onnxruntime(encoder) == [] and encoder.onnx is not None
+  for a, b in zip(xla, encoder.encode(words, spans, cache=False)):
+    np.testing.assert_allclose(b, a, **TOLERANCE)
+
+
+@pytest.mark.parametrize("similarity", ["late_interaction", "cosine"])
+def test_qaid_token_matrices_on_onnxruntime_are_xlas(similarity, tiny_bert_dir):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  head = projection.init(__import__("jax").random.key(1), tiny.HIDDEN, 16)
+  qaid = QAIDModel(model.config, model.params, model.tokenizer, head, batch_size=4, similarity=similarity)
+  xla = qaid.represent(TEXTS, 32)
+  onnx_inference.use_onnxruntime(qaid)
+  onnx = qaid.represent(TEXTS, 32)
+  np.testing.assert_array_equal(onnx[1], xla[1])
+  np.testing.assert_allclose(onnx[0], xla[0], **TOLERANCE)
+
+
 def test_a_loaded_model_predicts_on_onnxruntime_as_on_xla(tiny_bert_dir, tmp_path):
   encoder = SentenceEncoder.from_pretrained(str(tiny_bert_dir), max_length=32, batch_size=4)
   labels = ["bank", "weather", "food", "music", "bank", "bank"]
   IntentModel.from_examples(encoder, tiny.CORPUS[:6], labels).save(tmp_path / "export")
   on_xla = models.load(tmp_path / "export")
   on_onnx = models.load(tmp_path / "export", runtime="onnxruntime")
-  assert isinstance(on_onnx.encoder.onnx, onnx_inference.OnnxSentenceForward) and on_xla.encoder.onnx is None
+  assert isinstance(on_onnx.encoder.onnx, onnx_inference.OnnxForward) and on_xla.encoder.onnx is None
   a, b = on_xla.predict(tiny.CORPUS), on_onnx.predict(tiny.CORPUS)
   assert [p.label for p in a] == [p.label for p in b]
   np.testing.assert_allclose([p.score for p in b], [p.score for p in a], **TOLERANCE)
@@ -125,6 +154,13 @@ def test_what_cannot_run_there_stays_on_xla_and_says_why(tiny_bert_dir):
   assert onnx_inference.use_onnxruntime(holder) == ["SentenceEncoder stays on XLA (its max pooling)"]
   assert by_max.onnx is None and encoder.onnx is holder.parts[2].onnx is not None  # one session, shared
   assert encoder.with_adapter(None).onnx is None  # other params: back on XLA
+  spinning = lambda e: e.onnx.session.get_session_options().get_session_config_entry(  # noqa: E731
+      "session.intra_op.allow_spinning")
+  assert spinning(encoder) == "1"  # the model's one session: its threads spin between ops
+  two = Holder()
+  two.parts = [SentenceEncoder.from_pretrained(str(tiny_bert_dir), max_length=32) for _ in range(2)]
+  assert onnx_inference.use_onnxruntime(two) == [] and two.parts[0].onnx is not two.parts[1].onnx
+  assert spinning(two.parts[0]) == spinning(two.parts[1]) == "0"  # two sessions' threads would fight for the cores
   only_max = Holder()
   only_max.encoder = by_max
   with pytest.raises(ValueError, match="no encoder of this Holder can run there: SentenceEncoder stays on XLA"):

@@ -80,6 +80,8 @@ def represent_batch(params, projection, input_ids, attention_mask, *, cfg, dtype
   return late_interaction.represent(projection, hidden, attention_mask, similarity, pool)
 
 
+# the same from token states computed elsewhere (``onnx_inference``)
+represent_states = jax.jit(late_interaction.represent, static_argnames=("similarity", "pooling_mode"))
 _scores = jax.jit(late_interaction.maxsim_scores, static_argnames=("chunk",))
 _token_maxima = jax.jit(late_interaction.token_maxima, static_argnames=("chunk",))
 
@@ -115,6 +117,7 @@ class QAIDModel:
     self._token_index: Index | None = None
     self._documents: tuple[np.ndarray, np.ndarray] | None = None  # intent_doc: built on first use
     self.rejection: rejection.Rejection | None = None
+    self.onnx = None  # an ``onnx_inference.OnnxForward`` in place of XLA (``onnx_inference.use_onnxruntime``)
 
   # ---------------------------------------------------------------------------------------- encoding
 
@@ -124,6 +127,9 @@ class QAIDModel:
     token_ids = self.tokenizer.encode(texts, max_length)
     width = 1 if self.similarity == "cosine" else max((len(t) for t in token_ids), default=1)
     def matrices(batch, rows):
+      if self.onnx is not None:
+        return represent_states(self.projection, self.onnx(batch["input_ids"], batch["attention_mask"]),
+                                batch["attention_mask"], similarity=self.similarity, pooling_mode=self.pooling_mode)
       return represent_batch(self.params, self.projection, batch["input_ids"], batch["attention_mask"],
                              cfg=self.cfg, dtype=self.dtype, similarity=self.similarity, pool=self.pooling_mode)
     out = (jax.ShapeDtypeStruct((width, self.row_vectors.shape[-1]), np.float32),
