@@ -252,8 +252,8 @@ def load(path: str | os.PathLike, *, quantize: str | None = None, runtime: str |
   to but not the same as float32's (bench/results/latency_notes.md); such a model predicts and takes examples,
   and is not saved again. ``runtime="onnxruntime"`` runs its sentence encoders through ONNX Runtime
   (``encoders.onnx_inference``, ``pip install "fewshot_nlu[onnxruntime]"``): the same predictions to float32
-  rounding, 0.65-0.7x XLA's time for one utterance on a CPU (bench/results/latency.md); encoders with max
-  pooling or adapters stay on XLA (one log line says so)."""
+  rounding, 0.65-0.7x XLA's time for one utterance on a CPU (bench/results/latency.md); an encoder pooling
+  by the maximum stays on XLA (one log line says so)."""
   from fewshot_nlu import models
   path = pathlib.Path(path).expanduser()
   if path.is_file():

@@ -20,8 +20,8 @@ computed on the host and fed in:
     plus MPNet's relative position bias [heads, L, L] (``transformer.bias_from_table``);
   * ``pool_weights`` [B, L] (pooled vectors only): mean pooling's 1 / (real tokens) on each real token, or CLS
     pooling's 1 on the first.
-Max pooling, adapters (Multi-ConvFiT's C-ADAPT) and int8 params are not expressed: such encoders stay on XLA
-(``use_onnxruntime`` says so). Results equal XLA's to float32 rounding (tests/encoders/test_onnx_inference.py).
+Bottleneck adapters (Multi-ConvFiT's C-ADAPT) are in the graph; max pooling and int8 params are not: such encoders
+stay on XLA (``use_onnxruntime`` says so). Results equal XLA's to float32 rounding (tests/encoders/test_onnx_inference.py).
 """
 
 from __future__ import annotations
@@ -61,8 +61,6 @@ def unsupported(encoder) -> str | None:
     return f"its {encoder.pooling_mode} pooling"
   if quantize.is_int8(encoder.params):
     return "its int8 params (quantize='int8' runs on XLA)"
-  if transformer.adapter_size_of(encoder.params):
-    return "its adapters"
   return None
 
 
@@ -149,6 +147,12 @@ def encoder_graph(cfg: transformer.EncoderConfig, params: Any, *, pooling: str |
     x = g.layer_norm(g.op("Add", x, g.dense(context, attention["output"])), layer["attention_norm"],
                      cfg.layer_norm_eps)
     h = g.dense(g.activation(g.dense(x, layer["intermediate"]), cfg.hidden_act), layer["output"])
+    if "adapter" in layer:  # LN(x + h + up(relu(down(LN(x + h))))), transformer.TransformerLayer
+      residual = g.op("Add", x, h)
+      adapter = layer["adapter"]
+      bottleneck = g.dense(g.op("Relu", g.dense(g.layer_norm(residual, layer["output_norm"], cfg.layer_norm_eps),
+                                                adapter["down"])), adapter["up"])
+      h = g.op("Add", h, bottleneck)
     x = g.layer_norm(g.op("Add", x, h), layer["output_norm"], cfg.layer_norm_eps)
   inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "length"]),
             helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "length"]),
@@ -240,7 +244,7 @@ def use_onnxruntime(model: Any, threads: int = 0, spin: bool | None = None) -> l
   threads spin where the model has one session, not where it has several (a joint model's intent and slot
   encoders: two spinning pools on the same cores made its parse no faster than XLA's, 32 ms against 31, and 22
   without spinning; bench/results/latency_notes.md). Returns a line per encoder left on XLA, saying why (max
-  pooling, adapters, int8 params); raises where none could be moved."""
+  pooling, int8 params); raises where none could be moved."""
   stayed, keys = [], {}
   for obj in quantize.encoders_held(model):
     reason = unsupported(obj)

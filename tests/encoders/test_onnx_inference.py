@@ -1,5 +1,5 @@
 """ONNX Runtime inference (``encoders.onnx_inference``): the graph built from the params encodes as XLA does (BERT,
-RoBERTa, MPNet; mean / CLS pooling; with and without the projection and normalisation; both GELUs), and against
+RoBERTa, MPNet; mean / CLS pooling; with and without the projection and normalisation; both GELUs; adapters), and against
 the float64 numpy model; a slot filler's span states and QAID's token matrices are XLA's; a loaded model runs on
 it, predicts as on XLA, takes examples; what cannot run there says why."""
 
@@ -61,6 +61,17 @@ def test_the_other_activations_encode_as_xla(activation, tiny_bert_dir):
   np.testing.assert_allclose(onnx, xla, **TOLERANCE)
   # the activation mattered: exact GELU's vectors are 10x farther than the two runtimes are from each other
   assert np.abs(xla - loaded.encode(TEXTS)).max() > 10 * np.abs(onnx - xla).max()
+
+
+def test_an_encoder_with_adapters_encodes_as_xla(tiny_bert_dir):
+  loaded = SentenceEncoder.from_pretrained(str(tiny_bert_dir), max_length=32, batch_size=4)
+  params = transformer.init_params(loaded.cfg, __import__("jax").random.key(2), adapter_size=4)
+  adapter = {name: {"adapter": __import__("jax").tree.map(lambda w: 50 * w, layer["adapter"])}
+             for name, layer in params.items() if name.startswith("layer_")}  # large enough to matter
+  encoder = loaded.with_adapter(adapter)
+  xla, onnx = _both(encoder)
+  np.testing.assert_allclose(onnx, xla, **TOLERANCE)
+  assert np.abs(xla - loaded.encode(TEXTS)).max() > 10 * np.abs(onnx - xla).max()  # the adapters mattered
 
 
 @pytest.mark.parametrize("kind", ["bert", "mpnet"])
