@@ -16,7 +16,7 @@ examples, steps and threshold chosen by cross-validation on them), ``retrieval``
 as ``<variant>-threshold``: without the unlabelled spans of the examples as "no slot" (``slots.none_margins=()``);
 ``learned-mpnet-intents``: ``learned`` with the intent model on MPNet-base; ``learned-mpnet-slots`` /
 ``untouched-mpnet-slots``: the slot filler on the untouched MPNet-base cut at 6 layers (no general span encoder),
-learning the examples / retrieval alone.
+learning the examples / retrieval alone; ``learned-mpnet``: both, the intents and the slot filler, on MPNet-base.
 Rows record the span encoder's training steps (its ``results.json``); the table keeps them apart.
 
 A cell ``nlupp-banking:f<k>`` / ``nlupp-hotels:f<k>`` is NLU++'s "low" (20-fold) setting for slots: fold k of the
@@ -100,6 +100,9 @@ VARIANTS["learned-metric"] = {"slots.modes": ("metric",)}
 MPNET_SLOTS = {"slots.encoder": "", "slots.model": "mpnet-base", "slots.encoder_layers": 6}
 VARIANTS["learned-mpnet-slots"] = MPNET_SLOTS
 VARIANTS["untouched-mpnet-slots"] = {**MPNET_SLOTS, "slots.support_steps": (0,)}
+# both parts on MPNet-base: the slot filler as learned-mpnet-slots, the intents as learned-mpnet-intents (ConvFiT, the
+# embeddings + 4 layers frozen)
+VARIANTS["learned-mpnet"] = {**MPNET_SLOTS, "intents.model.name": "mpnet-base", "intents.train.frozen_prefix_layers": 4}
 
 
 def uses_span_encoder(variant: str) -> bool:

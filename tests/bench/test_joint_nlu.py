@@ -32,7 +32,7 @@ def test_commands_join_cells_and_seeds_and_fold_runs_read_back():
 def test_only_variants_that_start_from_the_general_span_encoder_need_one():
   """The MPNet slot rows and the untouched ones start from an untouched model: they need no --span-encoder and
   record no span encoder steps; every other variant does."""
-  untouched = {"untouched", "untouched-threshold", "learned-mpnet-slots", "untouched-mpnet-slots"}
+  untouched = {"untouched", "untouched-threshold", "learned-mpnet-slots", "untouched-mpnet-slots", "learned-mpnet"}
   assert {v for v in joint_nlu.VARIANTS if not joint_nlu.uses_span_encoder(v)} == untouched
   assert joint_nlu.VARIANTS["learned-mpnet-slots"]["slots.model"] == "mpnet-base"
 
