@@ -90,8 +90,10 @@ class _Graph:
                    self.const(np.asarray(params["bias"], np.float32)))
 
   def layer_norm(self, x: str, params: dict, eps: float) -> str:
-    return self.op("LayerNormalization", x, self.const(np.asarray(params["scale"], np.float32)),
-                   self.const(np.asarray(params["bias"], np.float32)), axis=-1, epsilon=eps)
+    # read by a loop variable, not as params["scale"]: config_fields counts a literal chain ending in "scale" as
+    # reading every config field so named (loss.scale), which would hide that field when a method ignores it
+    scale, bias = (self.const(np.asarray(params[name], np.float32)) for name in ("scale", "bias"))
+    return self.op("LayerNormalization", x, scale, bias, axis=-1, epsilon=eps)
 
   def activation(self, x: str, name: str) -> str:
     if name == "relu":
