@@ -247,22 +247,22 @@ def use_onnxruntime(model: Any, threads: int = 0, spin: bool | None = None) -> l
   encoders: two spinning pools on the same cores made its parse no faster than XLA's, 32 ms against 31, and 22
   without spinning; bench/results/latency_notes.md). Returns a line per encoder left on XLA, saying why (max
   pooling, int8 params); raises where none could be moved."""
-  stayed, keys = [], {}
+  stayed, moved = [], []  # moved: (encoder, the key of the session it runs on)
   for obj in quantize.encoders_held(model):
     reason = unsupported(obj)
     if reason:
       stayed.append(f"{type(obj).__name__} stays on XLA ({reason})")
       continue
-    keys[id(obj)] = (obj, (id(obj.params), id(obj.projection), obj.pooling_mode, obj.normalize) if _pooled(obj)
-                     else (id(obj.params),))
+    moved.append((obj, (id(obj.params), id(obj.projection), obj.pooling_mode, obj.normalize) if _pooled(obj)
+                  else (id(obj.params),)))
+  if not moved:
+    raise ValueError(f"runtime='onnxruntime': no encoder of this {type(model).__name__} can run there: "
+                     + "; ".join(stayed or ["it holds no encoder"]))
   sessions = {}
-  spin = len({key for _, key in keys.values()}) == 1 if spin is None else spin
-  for obj, key in keys.values():
+  spin = len({key for _, key in moved}) == 1 if spin is None else spin
+  for obj, key in moved:
     if key not in sessions:
       sessions[key] = OnnxForward(obj, threads, spin)
     obj.onnx = sessions[key]
-  if not keys:
-    raise ValueError(f"runtime='onnxruntime': no encoder of this {type(model).__name__} can run there: "
-                     + "; ".join(stayed or ["it holds no encoder"]))
   return stayed
 

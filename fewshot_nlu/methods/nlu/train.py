@@ -169,16 +169,14 @@ def base_encoder(config) -> tuple[pretrained.Pretrained, str]:
     built_on = span_encoder.base_model(installed) if installed is not None else None
     if built_on == s.model:
       return pretrained.load_pretrained(str(installed)), f"general span encoder ({installed})"
-    if installed is not None or s.model != pretrained.DEFAULT_MODEL:  # the build command below builds on MiniLM
-      held = f": it holds one built on {built_on}" if built_on else ""
-      log.warning("no general span encoder built on %s is installed (%s%s): the slot filler starts from %s cut at "
-                  "layer %d", s.model, span_encoder.install_dir(), held, s.model, s.encoder_layers)
-    else:
-      log.warning("no general span encoder is installed (%s): the slot filler starts from %s cut at layer %d; build "
-                  "one (about 50 minutes on 2 CPU cores: 1,500 steps of ~1.9 s; from the public slot corpora in "
-                  "$FEWSHOT_NLU_DATA) with "
-                  "`python -m fewshot_nlu.main --config=configs/span_encoder.py --workdir=runs/span_encoder`",
-                  span_encoder.install_dir(), s.model, s.encoder_layers)
+    builds_it = installed is None and s.model == pretrained.DEFAULT_MODEL  # the build command builds on MiniLM
+    what = "no general span encoder" + ("" if builds_it else f" built on {s.model}")
+    held = f": it holds one built on {built_on}" if built_on else ""
+    build = ("; build one (about 50 minutes on 2 CPU cores: 1,500 steps of ~1.9 s; from the public slot corpora in "
+             "$FEWSHOT_NLU_DATA) with `python -m fewshot_nlu.main --config=configs/span_encoder.py "
+             "--workdir=runs/span_encoder`") if builds_it else ""
+    log.warning("%s is installed (%s%s): the slot filler starts from %s cut at layer %d%s", what,
+                span_encoder.install_dir(), held, s.model, s.encoder_layers, build)
   if s.encoder in ("general", ""):
     model = pretrained.lower_layers(pretrained.load_pretrained(s.model), s.encoder_layers)
     return model, f"{s.model} (untouched, layers 0-{s.encoder_layers - 1})"
