@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import re
 import statistics
 
 from runner import REPO, RESULTS, finish_table, load_rows, machine, mean_std, run_main
@@ -42,19 +43,36 @@ MODEL = "mpnet-base"
 METHODS = ("convfit", "qaid")
 
 
-def run_name(dataset: str, shots: str, frozen_prefix: int, method: str = "convfit") -> str:
-  suffix = "" if frozen_prefix < 0 else f"-fp{frozen_prefix}"
+def run_name(dataset: str, shots: str, frozen_prefix: int, method: str = "convfit",
+             learning_rate: float | None = None) -> str:
+  suffix = ("" if frozen_prefix < 0 else f"-fp{frozen_prefix}") + (f"-lr{learning_rate:g}" if learning_rate else "")
   return f"{method}-{MODEL}-{dataset}-{shots}{suffix}"
 
 
+def variant_label(name: str) -> str:
+  """What a run name's suffixes say: the frozen prefix, the method where not ConvFiT, the learning rate where not
+  the config's."""
+  parts = []
+  if name.startswith("qaid-"):
+    parts.append("QAID")
+  prefix = re.search(r"-fp(\d+)", name)
+  parts.append(f"emb + {prefix.group(1)} layers" if prefix else "no prefix")
+  rate = re.search(r"-lr([0-9.e-]+)$", name)
+  if rate:
+    parts.append(f"lr {rate.group(1)}")
+  return ", ".join(parts)
+
+
 def run_one(dataset: str, shots: str, seed: int, frozen_prefix: int, runs_dir: pathlib.Path,
-            method: str = "convfit") -> None:
-  name = run_name(dataset, shots, frozen_prefix, method)
+            method: str = "convfit", learning_rate: float | None = None) -> None:
+  name = run_name(dataset, shots, frozen_prefix, method, learning_rate)
   args = [f"--config=configs/{method}_{dataset}.py:{shots}", f"--config.seed={seed}", f"--config.model.name={MODEL}"]
   if method == "convfit":
     args.append("--config.eval.before_training=False")
   if frozen_prefix >= 0:
     args.append(f"--config.train.frozen_prefix_layers={frozen_prefix}")
+  if learning_rate:
+    args.append(f"--config.train.learning_rate={learning_rate:g}")
   row = run_main(name, seed, args, runs_dir / f"{name}-seed{seed}", ROWS)
   if row:
     r = row["results"]
@@ -139,9 +157,7 @@ def write_table() -> None:
         if not got:
           lines.append(f"| {dataset} {shots}-shot | {best:.2f} | {mini_acc} | {mini_fit} | not run yet | – | – | – |")
           continue
-        prefix = "no prefix" if "-fp" not in name else f"emb + {name.rsplit('-fp', 1)[1]} layers"
-        if name.startswith("qaid-"):
-          prefix = f"QAID, {prefix}"
+        prefix = variant_label(name)
         delta = f"{100 * statistics.mean(r['results']['accuracy'] for r in got) - best:+.2f}"
         lines.append(f"| {dataset} {shots}-shot | {best:.2f} | {mini_acc} | {mini_fit} | {acc} ({prefix}) | {dev} | "
                      f"{fit} | {delta} |")
@@ -155,6 +171,8 @@ def main() -> None:
   parser.add_argument("--seeds", default="0")
   parser.add_argument("--frozen-prefix", type=int, default=-1, help="embeddings + this many layers frozen (-1: off)")
   parser.add_argument("--method", choices=METHODS, default="convfit")
+  parser.add_argument("--learning-rate", type=float, default=None,
+                      help="train.learning_rate instead of the config's (chosen on valid: the notes)")
   parser.add_argument("--runs-dir", default=str(REPO / "runs" / "bench_models"))
   parser.add_argument("--table", action="store_true", help="only rewrite bench/results/models.md")
   args = parser.parse_args()
@@ -163,7 +181,8 @@ def main() -> None:
     for cell in args.cells.split(","):
       dataset, shots = cell.split(":")
       for seed in map(int, args.seeds.split(",")):
-        run_one(dataset, shots, seed, args.frozen_prefix, pathlib.Path(args.runs_dir), args.method)
+        run_one(dataset, shots, seed, args.frozen_prefix, pathlib.Path(args.runs_dir), args.method,
+                args.learning_rate)
         write_table()
   write_table()
 

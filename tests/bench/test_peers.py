@@ -81,3 +81,10 @@ def test_setfit_rows_on_another_body_are_named_apart_and_tabled_beside_convfit_o
   lines = models.setfit_table(peer_rows, ours)
   assert lines[-1] == "| hwu64 5-shot | 74.00 (1) | 4.6 | 81.00 (1) | 25.9 | 83.00 (1) | 3.8 |"
   assert models.setfit_table(peer_rows[:1], ours) == []  # no MPNet SetFit row: no table
+
+
+def test_a_models_run_name_says_its_prefix_method_and_learning_rate():
+  from bench import models
+  assert models.variant_label(models.run_name("hwu64", "10", -1)) == "no prefix"
+  assert models.variant_label(models.run_name("hwu64", "10", 4, learning_rate=1e-4)) == "emb + 4 layers, lr 0.0001"
+  assert models.variant_label(models.run_name("banking77", "5", -1, "qaid")) == "QAID, no prefix"
