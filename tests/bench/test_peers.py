@@ -88,3 +88,14 @@ def test_a_models_run_name_says_its_prefix_method_and_learning_rate():
   assert models.variant_label(models.run_name("hwu64", "10", -1)) == "no prefix"
   assert models.variant_label(models.run_name("hwu64", "10", 4, learning_rate=1e-4)) == "emb + 4 layers, lr 0.0001"
   assert models.variant_label(models.run_name("banking77", "5", -1, "qaid")) == "QAID, no prefix"
+
+
+def test_the_figure_takes_the_mpnet_row_valid_prefers_among_three_seed_rows():
+  from bench import models
+  row = lambda name, dev: {"name": name, "results": {"accuracy": 0.8, "selected_dev_accuracy": dev}}  # noqa: E731
+  a, b, c = (models.run_name("hwu64", "5", 4), models.run_name("hwu64", "5", 4, learning_rate=1e-4),
+             models.run_name("hwu64", "5", -1, "qaid"))
+  by_name = {a: [row(a, 0.80)] * 3, b: [row(b, 0.82)] * 3, c: [row(c, 0.90)]}  # c: one seed, higher
+  assert models.preferred_on_valid(by_name, "hwu64", "5") == b
+  assert models.preferred_on_valid({c: by_name[c]}, "hwu64", "5") == c  # no 3-seed row: any
+  assert models.preferred_on_valid(by_name, "hwu64", "10") is None
