@@ -10,6 +10,7 @@ import os
 import pathlib
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -64,7 +65,8 @@ def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path
   written. Raises SystemExit with the run's stderr tail if it fails. The row's ``wall_seconds`` sums every
   attempt at the run (a killed or failed one resumes from its checkpoints when rerun): each attempt's wall is
   kept, every 10 s, in ``.<workdir name>.wall.json`` beside the workdir; a resumed row also says how many
-  attempts and the last one's wall."""
+  attempts and the last one's wall. A finished run's ``checkpoints`` folders (its own, a fold's) are deleted:
+  only an unfinished run resumes from them, and an MPNet-base run's are 1-2 GB (18 of them filled a disk)."""
   if (workdir / "results.json").exists():
     return None
   cmd = [sys.executable, "-m", "fewshot_nlu.main", *config_args[:1], f"--workdir={workdir}", *config_args[1:]]
@@ -91,7 +93,9 @@ def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path
   ledger.write_text(json.dumps({"seconds": wall, "attempts": before["attempts"] + 1}))
   if proc.returncode:
     print(errors[-3000:], file=sys.stderr)
-    raise SystemExit(f"{name} seed {seed} failed (exit {proc.returncode})")
+    raise SystemExit(f"{name} seed {seed} failed (exit {proc.returncode}): {error_line(errors)}")
+  for folder in sorted(workdir.rglob("checkpoints"), reverse=True):
+    shutil.rmtree(folder, ignore_errors=True)
   result = json.loads((workdir / "results.json").read_text())
   if amend:
     amend(result)
@@ -104,6 +108,16 @@ def run_main(name: str, seed: int, config_args: list[str], workdir: pathlib.Path
   with open(rows_file, "a", encoding="utf-8") as f:
     f.write(json.dumps(row) + "\n")
   return row
+
+
+def error_line(stderr: str) -> str:
+  """The last exception line of a failed run's stderr (``ValueError: ...``), skipping what an interpreter shutting
+  down prints after it (orbax's writer threads raise ``ImportError: sys.meta_path is None`` then, burying the
+  cause under tracebacks); the last line when there is none."""
+  lines = [l.strip() for l in stderr.splitlines() if l.strip()]
+  errors = [l for l in lines if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt)\b", l)
+            and "sys.meta_path is None" not in l]
+  return (errors or lines or ["no output"])[-1][:500]
 
 
 def load_rows(rows_file: pathlib.Path) -> list[dict]:
