@@ -6,6 +6,7 @@ any other exception is a bug and keeps its traceback."""
 from __future__ import annotations
 
 import errno
+import re
 
 EXIT_USER_ERROR = 2
 
@@ -26,13 +27,18 @@ class MissingExtra(UserError, ImportError):
   """An optional feature whose packages are not installed; the message names the feature and the pip command."""
 
 
-def _disk_full(error: BaseException) -> OSError | None:
-  """The ``ENOSPC`` OSError behind ``error`` (itself, or its cause / context: orbax and TFDS wrap them)."""
+def _disk_full(error: BaseException) -> str | None:
+  """Where the disk filled up behind ``error`` (itself, or its cause / context: orbax and TFDS wrap them): an
+  ``ENOSPC`` OSError's file, or the file tensorstore names in the ``RESOURCE_EXHAUSTED ... No space left on device``
+  ValueError orbax raises from its writer thread (no OSError behind it); "disk" where none is named."""
   seen = set()
   while error is not None and id(error) not in seen:
     seen.add(id(error))
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-      return error
+      return error.filename or "disk"
+    if "No space left on device" in str(error):
+      named = re.search(r'(?:local file|Failed writing:) "([^"]+)"', str(error))
+      return named.group(1) if named else "disk"
     error = error.__cause__ or error.__context__
   return None
 
@@ -43,6 +49,6 @@ def one_line(error: BaseException) -> str | None:
     return f"error: {error}"
   full = _disk_full(error)
   if full is not None:
-    return (f"error: {full.filename or 'disk'}: no space left on device; free some space (or use a --workdir on "
-            "another disk) and rerun: the run resumes from its last checkpoint")
+    return (f"error: {full}: no space left on device; free some space (or use a --workdir on another disk) and "
+            "rerun: the run resumes from its last checkpoint")
   return None

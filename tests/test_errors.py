@@ -17,6 +17,14 @@ def test_a_full_disk_is_one_line_even_when_wrapped():
   except RuntimeError as wrapped:
     assert errors.one_line(wrapped).startswith("error: /runs/x/checkpoints/4/state: no space left on device; free")
   assert errors.one_line(RuntimeError("a bug")) is None
+  # orbax's writer thread: tensorstore's message in a ValueError, no OSError behind it (seen on a full disk)
+  orbax = ValueError('RESOURCE_EXHAUSTED: Error writing "opt_state.count/0" in OCDBT database at local file '
+                     '"/runs/y/checkpoints/1.orbax-checkpoint-tmp/state/ocdbt.process_0/": Failed writing: '
+                     '"/runs/y/checkpoints/1.orbax-checkpoint-tmp/state/d/f6": Failed to write 165789696 bytes to '
+                     "file 9: No space left on device [os_error_code='28']")
+  assert errors.one_line(orbax) == ("error: /runs/y/checkpoints/1.orbax-checkpoint-tmp/state/ocdbt.process_0/: no "
+                                    "space left on device; free some space (or use a --workdir on another disk) "
+                                    "and rerun: the run resumes from its last checkpoint")
 
 
 def test_a_bad_data_file_is_a_data_error_naming_file_and_line(tmp_path, tiny_bert_dir):
