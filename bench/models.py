@@ -149,7 +149,7 @@ def write_table() -> None:
     for dataset in DATASETS:
       mini = [r for r in peers if r["name"] == f"convfit-{dataset}-{shots}"]
       mini_acc, _, mini_fit = _cell(mini)
-      variants = sorted({n for n in by_name for m in METHODS if n.startswith(f"{m}-{MODEL}-{dataset}-{shots}")})
+      variants = cell_variants(by_name, dataset, shots)
       best = PAPER_BEST[(dataset, shots)]
       for name in variants or [None]:
         got = by_name.get(name, [])
@@ -172,10 +172,15 @@ FIGURE_ALT = ("test accuracy per cell: ConvFiT on MiniLM-L6, the MPNet-base row 
               "published row")
 
 
+def cell_variants(by_name: dict[str, list[dict]], dataset: str, shots: str) -> list[str]:
+  """The cell's MPNet-base row names (every method and variant), sorted."""
+  return sorted({n for n in by_name for m in METHODS if n.startswith(f"{m}-{MODEL}-{dataset}-{shots}")})
+
+
 def preferred_on_valid(by_name: dict[str, list[dict]], dataset: str, shots: str) -> str | None:
   """The cell's MPNet-base row (any method or variant) with the highest mean ``valid`` accuracy, among rows of 3
   seeds or more where there are any: what a user picking on development data would run."""
-  names = [n for n in by_name for m in METHODS if n.startswith(f"{m}-{MODEL}-{dataset}-{shots}")]
+  names = cell_variants(by_name, dataset, shots)
   names = [n for n in names if len(by_name[n]) >= 3] or names
   scored = [(statistics.mean(devs), n) for n in names
             if (devs := [d for d in map(dev_accuracy, by_name[n]) if d is not None])]
