@@ -20,6 +20,12 @@ it) where known, and the raw ``"text"`` with each token's character ``"offsets"`
 so evidence quotes them as written) and
 ``slot_filler.json`` (kind ``slot_filler``: span settings, decoding settings, the threshold, and notes on where
 the threshold and support set came from).
+With ``expected_share`` (not in the Retriever paper: the joint model's cross-validation chooses it,
+``methods.nlu.train.select``), a text of an intent is expected to hold each slot label that at least that share
+of the intent's support utterances hold (``expected_by_intent``: every AddToPlaylist example names a playlist);
+where decoding left such a label out, its best span is added (``fill_expected``). After the intent-slot relation
+of the few-shot joint literature (ConProm, Hou et al., 2021; Han et al., 2024), as a prior on what to decode.
+
 A ``models.protocol.Model``.
 """
 
@@ -61,6 +67,65 @@ def labels_by_intent(support: Sequence[dict]) -> dict[str, frozenset]:
   return {k: frozenset(v | shared) for k, v in by_intent.items()}
 
 
+EXPECTED_MIN_UTTERANCES = 3  # an intent with fewer support utterances expects no slot: one example is no pattern
+
+
+def expected_by_intent(support: Sequence[dict], share: float) -> dict[str, frozenset]:
+  """Per intent named by at least ``EXPECTED_MIN_UTTERANCES`` support utterances, the slot labels held by at least
+  ``share`` (in (0, 1]) of them: the slots a text of that intent is expected to hold (``fill_expected``)."""
+  held: dict[str, list[set]] = {}
+  for u in support:
+    if u.get("intent") is not None:
+      held.setdefault(u["intent"], []).append({label for _, _, label in labelled_spans(u["tags"])})
+  return {intent: frozenset(label for label in set().union(*sets)
+                            if sum(label in s for s in sets) >= share * len(sets) - 1e-9)
+          for intent, sets in held.items() if len(sets) >= EXPECTED_MIN_UTTERANCES}
+
+
+def longest_spans(support: Sequence[dict]) -> dict[str, int]:
+  """Per slot label, the words of its longest support span (an expected slot's added span is no longer)."""
+  out: dict[str, int] = {}
+  for u in support:
+    for start, end, label in labelled_spans(u["tags"]):
+      out[label] = max(out.get(label, 0), end - start)
+  return out
+
+
+def fill_expected(spans: Sequence[Candidate], scored, retriever: SlotRetriever, expected: frozenset,
+                  longest: dict[str, int]) -> tuple[list[Candidate], dict]:
+  """``spans`` (one utterance's decoding) with each label of ``expected`` it lacks added: the span of ``scored``
+  (``SlotRetriever.score``'s answer for the utterance) nearest that label's support spans among those that overlap
+  no span kept and are no longer than the label's longest support span (``longest``), scored by that cosine.
+  Greedy: of the labels still missing, the one whose best span scores highest goes first. Returns (the spans by
+  position, {(start, end, label): (Candidate, payload)} of the spans added)."""
+  spans, added = list(spans), {}
+  missing = set(expected) - {c.label for c in spans}
+  if not missing or scored is None:
+    return sorted(spans), added
+  bounds = np.array(scored.spans, np.int64).reshape(-1, 2)
+  while missing:
+    taken = np.zeros(len(bounds), bool)
+    for c in spans:
+      taken |= (bounds[:, 0] < c.end) & (c.start < bounds[:, 1])
+    best = None
+    for label in sorted(missing):
+      nearest = retriever.label_cosines(scored, label)
+      if nearest is None:
+        continue
+      cosines, payloads = nearest
+      free = ~taken & (bounds[:, 1] - bounds[:, 0] <= longest.get(label, retriever.max_words))
+      if free.any():
+        i = int(np.flatnonzero(free)[np.argmax(cosines[free])])
+        if best is None or cosines[i] > best[0].score:
+          best = (Candidate(int(bounds[i, 0]), int(bounds[i, 1]), label, float(cosines[i])), payloads[i])
+    if best is None:
+      break
+    spans.append(best[0])
+    added[(best[0].start, best[0].end, best[0].label)] = best
+    missing.discard(best[0].label)
+  return sorted(spans), added
+
+
 class SlotFillerModel:
   """Slot scores are §5.2's normalised retrieval scores: the cosine of a query span and a support span (or a
   label prototype), clipped to [0, 1]. With the retriever's ``none_margin``, a span nearer to an unlabelled span
@@ -71,21 +136,25 @@ class SlotFillerModel:
   def __init__(self, retriever: SlotRetriever, support: Sequence[dict] = (), *, threshold: float,
                beam_size: int = 10, merge_threshold: float = 0.99, threshold_step: float = 0.05,
                threshold_retries: int = 10, notes: dict | None = None, words: str = "whitespace",
-               requested_bonus: float = 0.0):
+               requested_bonus: float = 0.0, expected_share: float | None = None):
     if not 0 <= threshold <= 1:
       raise ValueError(f"threshold {threshold} must be in [0, 1]")
     if not 0 <= requested_bonus <= 1:
       raise ValueError(f"requested_bonus {requested_bonus} must be in [0, 1]")
+    if expected_share is not None and not 0 < expected_share <= 1:
+      raise ValueError(f"expected_share {expected_share} must be in (0, 1], or None (no expected slots)")
     if words not in WORDS:
       raise ValueError(f"words {words!r} unknown; choose one of {WORDS}")
     self.retriever, self.threshold, self.words = retriever, threshold, words
     self.requested_bonus = requested_bonus  # a requested slot's score bonus (span_retrieval.requested_scores)
+    self.expected_share = expected_share  # an intent's expected slots (expected_by_intent; None: none)
     self.decoding = {"beam_size": beam_size, "merge_threshold": merge_threshold,
                      "threshold_step": threshold_step, "threshold_retries": threshold_retries}
     self.notes = dict(notes or {})  # provenance, recorded in the export (e.g. the threshold's source)
     self.support: list[dict] = []
     self._labels_by_intent: dict[str, frozenset] | None = None  # built on first use (``labels_for``)
     self._boundaries: dict | None = None  # span_boundaries.count of the support, built on first use
+    self._expected: tuple[dict, dict] | None = None  # (expected_by_intent, longest_spans), built on first use
     if support:
       self.add_support(support)
 
@@ -132,7 +201,7 @@ class SlotFillerModel:
       rows.append(row)
     self.retriever.set_support(self.support + rows)
     self.support.extend(rows)
-    self._labels_by_intent = self._boundaries = None
+    self._labels_by_intent = self._boundaries = self._expected = None
 
   def labels_for(self, intent: str | None) -> frozenset | None:
     """The slot labels a text of ``intent`` may take (``labels_by_intent`` of the support set); None (every
@@ -140,6 +209,19 @@ class SlotFillerModel:
     if self._labels_by_intent is None:
       self._labels_by_intent = labels_by_intent(self.support)
     return self._labels_by_intent.get(intent)
+
+  def expected_for(self, intent: str | None) -> frozenset | None:
+    """The slot labels a text of ``intent`` is expected to hold (``expected_by_intent`` at ``expected_share``);
+    None without an expected share, an intent, or support utterances of that intent."""
+    if self.expected_share is None or intent is None:
+      return None
+    return self._expectations()[0].get(intent) or None
+
+  def _expectations(self) -> tuple[dict, dict]:
+    """(``expected_by_intent`` at ``expected_share``, ``longest_spans``) of the support set, built once."""
+    if self._expected is None:
+      self._expected = (expected_by_intent(self.support, self.expected_share or 1.0), longest_spans(self.support))
+    return self._expected
 
   def replace_support(self, utterances: Sequence[dict]) -> None:
     """Makes ``utterances`` (e.g. ``support.read_support(path)``) the whole support set: the same trained span
@@ -183,7 +265,7 @@ class SlotFillerModel:
                        requested_slots if requested_slots is not None else nothing))
     return protocol.predict_texts(
         texts, lambda answered, their: self._predict(answered, [self.labels_for(i) for i, _ in their],
-                                                     [r for _, r in their]),
+                                                     [r for _, r in their], [self.expected_for(i) for i, _ in their]),
         per_text=context)
 
   def word_spans(self, text: str) -> list[tuple[int, int]]:
@@ -192,7 +274,8 @@ class SlotFillerModel:
     return WORDS[self.words](text)
 
   def _predict(self, texts: list[str], labels: Sequence[frozenset | None] | None = None,
-               requested: Sequence[frozenset | None] | None = None) -> list[SlotPrediction]:
+               requested: Sequence[frozenset | None] | None = None,
+               expected: Sequence[frozenset | None] | None = None) -> list[SlotPrediction]:
     offsets = [self.word_spans(t) for t in texts]
     words = [tuple(t[a:b] for a, b in spans) for t, spans in zip(texts, offsets)]
     out = []
@@ -200,12 +283,14 @@ class SlotFillerModel:
     if self._boundaries is None:
       self._boundaries = span_boundaries.count(self.support)
     boundaries = self._boundaries
-    for text, spans, w, row in zip(texts, offsets, words,
-                                   self.retriever.candidates(words, floor=floor, labels=labels, cache=False,
-                                                             requested=requested,
-                                                             requested_bonus=self.requested_bonus)):
+    scored = self.retriever.score(words, labels=labels, requested=requested, cache=False)
+    for text, spans, w, one, wanted in zip(texts, offsets, words, scored, expected or [None] * len(texts)):
+      row = self.retriever.answer(one, floor=floor, requested_bonus=self.requested_bonus)
       by_span = {(c.start, c.end, c.label): (c, p) for c, p in row}
       decoded = decode([c for c, _ in row], threshold=self.threshold, **self.decoding)
+      if wanted:
+        decoded, added = fill_expected(decoded, one, self.retriever, wanted, self._expectations()[1])
+        by_span.update(added)
       slots = []
       for span, end in zip(decoded, span_boundaries.ends(boundaries, decoded, w,
                                                          spans if self.words == "offsets" else None)):
@@ -254,6 +339,7 @@ class SlotFillerModel:
             "inference": self.retriever.inference, "similarity": self.retriever.similarity,
             "backend": self.retriever.backend, "none_margin": self.retriever.none_margin,
             "threshold": self.threshold, "words": self.words, "requested_bonus": self.requested_bonus,
+            "expected_share": self.expected_share,
             **self.decoding, "labels": self.labels, "notes": self.notes}
     protocol.write_meta(directory, META_FILE, meta)
     model_card.write(directory)
@@ -282,7 +368,8 @@ class SlotFillerModel:
                merge_threshold=meta["merge_threshold"], threshold_step=meta["threshold_step"],
                threshold_retries=meta["threshold_retries"], notes=meta.get("notes"),
                words=meta.get("words", "whitespace"),  # exports before offset words: whitespace
-               requested_bonus=meta.get("requested_bonus", 0.0))
+               requested_bonus=meta.get("requested_bonus", 0.0),
+               expected_share=meta.get("expected_share"))  # exports before it: no expected slots
 
 
 def _best_part(span: Candidate, row: Sequence[tuple[Candidate, dict]]) -> tuple[Candidate, dict]:

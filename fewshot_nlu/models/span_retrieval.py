@@ -219,6 +219,7 @@ class ScoredSpans:
   payloads: list[dict]
   requested: tuple[np.ndarray, list[dict]] | None
   none_cosines: np.ndarray
+  by_label: dict = dataclasses.field(default_factory=dict)  # label -> ``SlotRetriever.label_cosines``' answer
 
 
 class SlotRetriever:
@@ -346,6 +347,15 @@ class SlotRetriever:
       kept[kept] = cosines[kept] > scored.none_cosines[kept] + self.none_margin
     return [(Candidate(start, end, payload["label"], float(cosine)), payload)
             for (start, end), cosine, payload, keep in zip(scored.spans, cosines, payloads, kept) if keep]
+
+  def label_cosines(self, scored: ScoredSpans, label: str) -> tuple[np.ndarray, list[dict]] | None:
+    """Per span of ``scored``, the cosine (clipped to [0, 1]) of its nearest support span of ``label`` and that
+    span's payload, whatever its nearest span overall; None when no support span has ``label``. Kept in ``scored``:
+    an expected slot (``slot_filler.fill_expected``) asks once per label, whichever threshold decoded."""
+    if label not in scored.by_label:
+      index = self.restricted(frozenset({label}))
+      scored.by_label[label] = None if index is None else self._nearest(index, scored.vectors)
+    return scored.by_label[label]
 
   def _nearest(self, index: Index, vecs: np.ndarray) -> tuple[np.ndarray, list[dict]]:
     """Per query span vector, the cosine (clipped to [0, 1]) of its nearest item of ``index`` and that item's

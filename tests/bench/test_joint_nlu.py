@@ -32,9 +32,21 @@ def test_commands_join_cells_and_seeds_and_fold_runs_read_back():
 def test_only_variants_that_start_from_the_general_span_encoder_need_one():
   """The MPNet slot rows and the untouched ones start from an untouched model: they need no --span-encoder and
   record no span encoder steps; every other variant does."""
-  untouched = {"untouched", "untouched-threshold", "learned-mpnet-slots", "untouched-mpnet-slots", "learned-mpnet"}
+  untouched = {"untouched", "untouched-threshold", "learned-mpnet-slots", "untouched-mpnet-slots", "learned-mpnet",
+               "learned-mpnet-slots-expected", "learned-mpnet-expected"}
   assert {v for v in joint_nlu.VARIANTS if not joint_nlu.uses_span_encoder(v)} == untouched
   assert joint_nlu.VARIANTS["learned-mpnet-slots"]["slots.model"] == "mpnet-base"
+
+
+def test_the_rows_before_expected_slots_keep_their_setting_and_the_expected_variants_take_the_default():
+  """Every variant whose rows ran before expected slots (2026-12-06) reruns without them; the two ``-expected``
+  variants are their MPNet namesakes with the shipped default (``slots.expected_shares`` unset)."""
+  expected = {"learned-mpnet-slots-expected", "learned-mpnet-expected"}
+  assert all(joint_nlu.VARIANTS[v]["slots.expected_shares"] == () for v in set(joint_nlu.VARIANTS) - expected)
+  for name in expected:
+    rest = {k: v for k, v in joint_nlu.VARIANTS[name.removesuffix("-expected")].items()
+            if k != "slots.expected_shares"}
+    assert joint_nlu.VARIANTS[name] == rest
 
 
 def test_restaurants8k_files_read_with_omitted_zero_starts_and_overlaps_kept_only_for_scoring(tmp_path):

@@ -68,9 +68,13 @@ class _FixedRetriever:
   def set_support(self, support):
     del support
 
-  def candidates(self, words, **kwargs):
+  def score(self, words, **kwargs):
     del kwargs
-    return [self._candidates for _ in words]
+    return [None for _ in words]
+
+  def answer(self, scored, **kwargs):
+    del scored, kwargs
+    return self._candidates
 
 
 def test_the_slot_filler_answers_the_value_with_the_mark_its_support_gives_it():

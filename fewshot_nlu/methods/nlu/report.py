@@ -82,6 +82,13 @@ def _slot_lines(results: dict, types: collections.Counter) -> list[str]:
   lines = ["## Entities", "",
            f"Span encoder: {slots['encoder']}; {learnt}; decoding threshold {slots['threshold']} — chosen by "
            f"{slots['how']}.", ""]
+  shares = slots.get("cv_f1_by_expected_share") or {}
+  if len(shares) > 1:
+    share = slots.get("expected_share")
+    said = (f"an entity type held by {share:.0%} of an intent's examples is expected of its texts and filled in where "
+            "decoding left it out" if share is not None else "none (decoding alone)")
+    lines += [f"Expected entities: {said}; cross-validation F1 " + ", ".join(
+        f"{'none' if k == 'None' else f'share {k}'} {v:.2f}" for k, v in shares.items()) + ".", ""]
   by_entity = slots.get("cv_by_entity")
   if by_entity:
     lines += ["Each entity type in that cross-validation, at the chosen setting (%, worst F1 first; every "

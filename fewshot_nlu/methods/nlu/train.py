@@ -38,7 +38,8 @@ from fewshot_nlu.methods.nlu import report, span_encoder
 from fewshot_nlu.models import registry
 from fewshot_nlu.models.nlu_model import NLUModel
 from fewshot_nlu.models import span_boundaries
-from fewshot_nlu.models.slot_filler import SlotFillerModel, labels_by_intent
+from fewshot_nlu.models.slot_filler import (SlotFillerModel, expected_by_intent, fill_expected, labels_by_intent,
+                                            longest_spans)
 from fewshot_nlu.models.span_decoding import decode_sweep, to_bio
 from fewshot_nlu.models.span_retrieval import SlotRetriever, SpanEncoder, labelled_spans
 from fewshot_nlu.methods import span_training
@@ -213,8 +214,8 @@ def train_slots(config, data: annotated.Annotated, results: dict, cache: pathlib
   weights = hashlib.sha1()  # the cache's key names the base encoder by its weights, not only its path
   for leaf in jax.tree.leaves(jax.device_get(base.params)):
     weights.update(np.ascontiguousarray(leaf).tobytes())
-  mode, steps, margin, bonus, threshold, selection = select(base, support, config, cache,
-                                                           cache_id=f"{source} {weights.hexdigest()}")
+  mode, steps, margin, bonus, share, threshold, selection = select(base, support, config, cache,
+                                                                  cache_id=f"{source} {weights.hexdigest()}")
   encoder = (span_training.learn_support(base, support, dataclasses.replace(tuning_of(config, mode), steps=steps),
                                          seed=config.seed)[0] if steps else base)
   learner = "the span metric" if mode == "metric" else "the encoder layers"
@@ -224,26 +225,34 @@ def train_slots(config, data: annotated.Annotated, results: dict, cache: pathlib
     notes["none_margin"] = f"{margin}: a span nearer an unlabelled span of the examples than a labelled one is no slot"
   if bonus:
     notes["requested_bonus"] = f"{bonus}: a requested slot's value scores that much more (parse's requested_slots)"
+  if share is not None:
+    notes["expected_share"] = (f"{share:g}: a slot that this share of an intent's examples hold is expected of its "
+                               "texts; where decoding leaves it out, its best span is added")
   results["slots"] = {"encoder": source, "support_mode": mode if steps else None, "support_steps": steps,
-                      "none_margin": margin, "requested_bonus": bonus, "threshold": threshold, **selection}
+                      "none_margin": margin, "requested_bonus": bonus, "expected_share": share,
+                      "threshold": threshold, **selection}
   return SlotFillerModel(SlotRetriever(encoder, max_words=s.max_words, none_margin=margin), support,
-                         threshold=threshold, requested_bonus=bonus,
+                         threshold=threshold, requested_bonus=bonus, expected_share=share,
                          words="offsets", notes=notes, **decoding_of(config))
 
 
 def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path | None = None, cache_id: str = ""
-           ) -> tuple[str, int, float | None, float, float, dict]:
-  """(mode, step count, none margin, requested-slot bonus, threshold, a record) chosen by cross-validation on the
+           ) -> tuple[str, int, float | None, float, float | None, float, dict]:
+  """(mode, step count, none margin, requested-slot bonus, expected share, threshold, a record) chosen by
+  cross-validation on the
   support set: each of ``slots.folds`` folds of its utterances with entities is decoded from the rest (which
   learns in each mode of ``slots.modes`` for each candidate step count, snapshots of one run; 0 steps, retrieval
   alone, once), for each margin of ``slots.none_margins`` (and None: no unlabelled spans; ``SlotRetriever``),
   each bonus of ``slots.requested_bonuses`` where some examples name the slot asked for before them (``requested``;
   none: 0; fewer than ``slots.requested_min_examples``: ``slots.requested_bonus_prior`` alone;
-  ``span_retrieval.requested_scores``) and each threshold, with ``slots.by_intent`` each from its own
-  intent's labels in the rest, and each decoded span's end after the rest's punctuation convention (as a
+  ``span_retrieval.requested_scores``), each expected share of ``slots.expected_shares`` and None (with
+  ``slots.by_intent`` and intents: the slots that share of an intent's examples in the rest hold are filled in
+  where decoding left them out; ``slot_filler.fill_expected``) and each threshold, with ``slots.by_intent`` each
+  from its own intent's labels in the rest, and each decoded span's end after the rest's punctuation convention (as a
   prediction's: ``span_boundaries``); span counts pooled over folds. Which setting wins: ``preferred_setting``
   over the learners of ``slots.modes`` in their order of preference, then retrieval alone — each candidate's best
-  micro F1 (ties: fewer steps, no margin before the smaller ones, the smaller bonus, the first threshold), a less
+  micro F1 (ties: fewer steps, no margin before the smaller ones, the smaller bonus, no expected slots before the
+  larger shares, the first threshold), a less
   preferred one taking over only where it leads in at least ``slots.fallback_confidence`` of the paired bootstrap
   resamples of the held-out utterances. Fewer than two utterances with entities: retrieval alone at
   ``NO_THRESHOLD``. With ``cache`` (a folder) each fold's counts are saved there as it ends
@@ -260,9 +269,11 @@ def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path |
     bonuses = [float(s.requested_bonus_prior)]
   else:
     bonuses = sorted({0.0, *(s.get("requested_bonuses", ()) if asked else ())})
+  with_intents = s.get("by_intent", False) and any(u.get("intent") is not None for u in support)
+  shares = [None, *sorted(set(s.get("expected_shares", ())), reverse=True)] if with_intents else [None]
   if len(labelled) < 2:
-    return s.modes[0], 0, None, 0.0, NO_THRESHOLD, {"how": f"{len(labelled)} utterance(s) with entities: too few to "
-                                                      f"choose; retrieval alone at {NO_THRESHOLD}"}
+    return s.modes[0], 0, None, 0.0, None, NO_THRESHOLD, {
+        "how": f"{len(labelled)} utterance(s) with entities: too few to choose; retrieval alone at {NO_THRESHOLD}"}
   # folds over every utterance (those without entities score the spans a model finds where there are none),
   # each holding some with entities
   rng = np.random.default_rng(config.seed)
@@ -271,9 +282,10 @@ def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path |
   folds = [np.concatenate(parts) for parts in zip(np.array_split(rng.permutation(labelled), count),
                                                   np.array_split(rng.permutation(others).astype(int), count))]
   # per held-out utterance and setting: (correct, gold, predicted) spans; and per setting and entity type
-  counts = np.zeros((len(candidates), len(margins), len(bonuses), len(s.thresholds), len(support), 3), np.int64)
+  counts = np.zeros((len(candidates), len(margins), len(bonuses), len(shares), len(s.thresholds), len(support), 3),
+                    np.int64)
   entity_types = {l: i for i, l in enumerate(sorted({l for u in support for _, _, l in labelled_spans(u["tags"])}))}
-  by_type = np.zeros((*counts.shape[:4], len(entity_types), 3), np.int64)
+  by_type = np.zeros((*counts.shape[:5], len(entity_types), 3), np.int64)
   cache_key = [support, config.slots.to_dict(), config.seed, cache_id]
   for f, held in enumerate(console.bar(folds, desc="slots: cross-validation on your examples", unit="fold",
                                        leave=False)):
@@ -288,7 +300,7 @@ def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path |
           continue
     fold_counts, fold_by_type = _fold_counts(base, support, order, f, config, steps_grid=steps_grid, learnt=learnt,
                                              candidates=len(candidates), margins=margins, bonuses=bonuses,
-                                             entity_types=entity_types)
+                                             shares=shares, entity_types=entity_types)
     counts[..., order, :] = fold_counts
     by_type += fold_by_type
     if saved is not None and jax.process_index() == 0:
@@ -301,36 +313,40 @@ def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path |
   groups["retrieval"] = [k for k, (_, n) in enumerate(candidates) if not n]
   best, record = preferred_setting(f1, counts, {name: g for name, g in groups.items() if g},
                                    s.fallback_confidence, rng)
-  k, j, b, t = best
+  k, j, b, e, t = best
   mode, steps = candidates[k]
-  return mode, steps, margins[j], float(bonuses[b]), float(s.thresholds[t]), {
+  return mode, steps, margins[j], float(bonuses[b]), shares[e], float(s.thresholds[t]), {
       "how": f"{count}-fold cross-validation on the {len(support)} training utterances ({len(labelled)} with entities)",
       "cv_f1_by_steps": {(f"{m}:{n}" if n else "0"): round(float(row.max()), 2)
                          for (m, n), row in zip(candidates, f1)},
       "cv_f1_by_none_margin": {str(m): round(float(f1[:, i].max()), 2) for i, m in enumerate(margins)},
       "cv_f1_by_requested_bonus": {str(x): round(float(f1[:, :, i].max()), 2) for i, x in enumerate(bonuses)},
-      "cv_by_entity": cv_by_entity(support, entity_types, by_type[k, j, b, t]),
+      "cv_f1_by_expected_share": {str(x): round(float(f1[:, :, :, i].max()), 2) for i, x in enumerate(shares)},
+      "cv_by_entity": cv_by_entity(support, entity_types, by_type[k, j, b, e, t]),
       **record}
 
 
 def _fold_counts(base: SpanEncoder, support: list[dict], order: list[int], f: int, config, *, steps_grid: list,
-                 learnt: list, candidates: int, margins: list, bonuses: list, entity_types: dict[str, int]
-                 ) -> tuple[np.ndarray, np.ndarray]:
+                 learnt: list, candidates: int, margins: list, bonuses: list, shares: list,
+                 entity_types: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
   """One cross-validation fold of ``select``: the utterances ``order`` held out, decoded by every setting from the
-  rest; (counts [candidates, margins, bonuses, thresholds, len(order), 3], the same pooled per entity type
-  [candidates, margins, bonuses, thresholds, types, 3])."""
+  rest; (counts [candidates, margins, bonuses, shares, thresholds, len(order), 3], the same pooled per entity type
+  [candidates, margins, bonuses, shares, thresholds, types, 3])."""
   s = config.slots
   held = set(order)
   train = [u for i, u in enumerate(support) if i not in held]
   queries = [support[i] for i in order]
-  counts = np.zeros((candidates, len(margins), len(bonuses), len(s.thresholds), len(order), 3), np.int64)
-  by_type = np.zeros((*counts.shape[:4], len(entity_types), 3), np.int64)
+  counts = np.zeros((candidates, len(margins), len(bonuses), len(shares), len(s.thresholds), len(order), 3), np.int64)
+  by_type = np.zeros((*counts.shape[:5], len(entity_types), 3), np.int64)
   if not any(t != "O" for u in train for t in u["tags"]):
     return counts, by_type
   allowed = labels_by_intent(train) if s.get("by_intent", False) else None
   labels = [allowed.get(q.get("intent")) for q in queries] if allowed is not None else None
   known = sorted({l for u in train for _, _, l in labelled_spans(u["tags"])})
   boundaries = span_boundaries.count(train)
+  longest = longest_spans(train)
+  expected = [[expected_by_intent(train, share).get(q.get("intent")) if share is not None else None
+               for share in shares] for q in queries]  # per query and share: its intent's expected slots
   requested = [annotated.labels_named(q.get("requested"), known) for q in queries]
   decoding = decoding_of(config)
   encoders = [base] * (0 in steps_grid)
@@ -345,14 +361,17 @@ def _fold_counts(base: SpanEncoder, support: list[dict], order: list[int], f: in
     for j, margin in enumerate(margins):
       retriever.none_margin = margin
       for b, bonus in enumerate(bonuses):  # one scoring of the queries, each margin and bonus applied to it
-        for u, (q, row) in enumerate(zip(queries, [retriever.answer(x, requested_bonus=bonus) for x in scored])):
-          for t, spans in enumerate(decode_sweep([c for c, _ in row], s.thresholds, **decoding)):
-            spans = [dataclasses.replace(span, end=end) for span, end in
-                     zip(spans, span_boundaries.ends(boundaries, spans, q["tokens"], q.get("offsets")))]
-            # every label here is one of the support's: the types' counts sum to the utterance's
-            typed = span_f1.counts_by_label(q["tags"], to_bio(spans, len(q["tokens"])), entity_types)
-            counts[k, j, b, t, u] = typed.sum(0)
-            by_type[k, j, b, t] += typed
+        for u, (q, one) in enumerate(zip(queries, scored)):
+          row = retriever.answer(one, requested_bonus=bonus)
+          for t, decoded in enumerate(decode_sweep([c for c, _ in row], s.thresholds, **decoding)):
+            for e, wanted in enumerate(expected[u]):
+              spans = fill_expected(decoded, one, retriever, wanted, longest)[0] if wanted else decoded
+              spans = [dataclasses.replace(span, end=end) for span, end in
+                       zip(spans, span_boundaries.ends(boundaries, spans, q["tokens"], q.get("offsets")))]
+              # every label here is one of the support's: the types' counts sum to the utterance's
+              typed = span_f1.counts_by_label(q["tags"], to_bio(spans, len(q["tokens"])), entity_types)
+              counts[k, j, b, e, t, u] = typed.sum(0)
+              by_type[k, j, b, e, t] += typed
   return counts, by_type
 
 
