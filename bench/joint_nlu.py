@@ -17,9 +17,8 @@ as ``<variant>-threshold``: without the unlabelled spans of the examples as "no 
 ``learned-mpnet-intents``: ``learned`` with the intent model on MPNet-base; ``learned-mpnet-slots`` /
 ``untouched-mpnet-slots``: the slot filler on the untouched MPNet-base cut at 6 layers (no general span encoder),
 learning the examples / retrieval alone; ``learned-mpnet``: both, the intents and the slot filler, on MPNet-base.
-Each of these runs without expected slots (``slots.expected_shares=()``), as its rows did;
-``learned-mpnet-slots-expected`` / ``learned-mpnet-expected`` are the two MPNet variants with them (the shipped
-default: ``models.slot_filler.fill_expected``).
+``learned-mpnet-slots-expected`` / ``learned-mpnet-expected``: those two with expected slots
+(``slots.expected_shares=(1.0,)``, opt-in: ``models.slot_filler.fill_expected``).
 Rows record the span encoder's training steps (its ``results.json``); the table keeps them apart.
 
 A cell ``nlupp-banking:f<k>`` / ``nlupp-hotels:f<k>`` is NLU++'s "low" (20-fold) setting for slots: fold k of the
@@ -106,14 +105,10 @@ VARIANTS["untouched-mpnet-slots"] = {**MPNET_SLOTS, "slots.support_steps": (0,)}
 # both parts on MPNet-base: the slot filler as learned-mpnet-slots, the intents as learned-mpnet-intents (ConvFiT, the
 # embeddings + 4 layers frozen)
 VARIANTS["learned-mpnet"] = {**MPNET_SLOTS, "intents.model.name": "mpnet-base", "intents.train.frozen_prefix_layers": 4}
-# expected slots (slots.expected_shares: a slot every example of an intent holds is filled in where decoding left it
-# out; the shipped default since 2026-12-06): every variant above ran without them, so each keeps that, and the
-# "-expected" variants are two of them with the shipped default
-for _name in list(VARIANTS):
-  VARIANTS[_name] = {**VARIANTS[_name], "slots.expected_shares": ()}
-VARIANTS["learned-mpnet-slots-expected"] = MPNET_SLOTS
-VARIANTS["learned-mpnet-expected"] = {k: v for k, v in VARIANTS["learned-mpnet"].items()
-                                      if k != "slots.expected_shares"}
+# expected slots (opt-in: a slot every example of an intent holds is filled in where decoding left it out, if the
+# cross-validation prefers it; models.slot_filler.fill_expected)
+for _name in ("learned-mpnet-slots", "learned-mpnet"):
+  VARIANTS[f"{_name}-expected"] = {**VARIANTS[_name], "slots.expected_shares": (1.0,)}
 
 
 def uses_span_encoder(variant: str) -> bool:

@@ -38,15 +38,14 @@ def test_only_variants_that_start_from_the_general_span_encoder_need_one():
   assert joint_nlu.VARIANTS["learned-mpnet-slots"]["slots.model"] == "mpnet-base"
 
 
-def test_the_rows_before_expected_slots_keep_their_setting_and_the_expected_variants_take_the_default():
-  """Every variant whose rows ran before expected slots (2026-12-06) reruns without them; the two ``-expected``
-  variants are their MPNet namesakes with the shipped default (``slots.expected_shares`` unset)."""
+def test_only_the_expected_variants_opt_in_to_expected_slots():
+  """Expected slots are opt-in: the two ``-expected`` variants are their MPNet namesakes with
+  ``slots.expected_shares=(1.0,)``; no other variant sets it (the default, off, as every earlier row ran)."""
   expected = {"learned-mpnet-slots-expected", "learned-mpnet-expected"}
-  assert all(joint_nlu.VARIANTS[v]["slots.expected_shares"] == () for v in set(joint_nlu.VARIANTS) - expected)
+  assert not [v for v in set(joint_nlu.VARIANTS) - expected if "slots.expected_shares" in joint_nlu.VARIANTS[v]]
   for name in expected:
-    rest = {k: v for k, v in joint_nlu.VARIANTS[name.removesuffix("-expected")].items()
-            if k != "slots.expected_shares"}
-    assert joint_nlu.VARIANTS[name] == rest
+    assert joint_nlu.VARIANTS[name] == {**joint_nlu.VARIANTS[name.removesuffix("-expected")],
+                                        "slots.expected_shares": (1.0,)}
 
 
 def test_restaurants8k_files_read_with_omitted_zero_starts_and_overlaps_kept_only_for_scoring(tmp_path):

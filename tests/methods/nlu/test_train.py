@@ -86,9 +86,8 @@ def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_p
   assert model.results["slots"]["how"].startswith("2-fold cross-validation on the 11 training utterances")
   assert set(model.results["slots"]["cv_f1_by_steps"]) == {"0", "metric:2", "encoder:2"}  # learner and steps chosen
   assert model.results["slots"]["support_mode"] in ("metric", "encoder", None)
-  # with intents, the cross-validation also weighs expected slots (none, or those every example of an intent holds)
-  assert list(model.results["slots"]["cv_f1_by_expected_share"]) == ["None", "1.0"]
-  assert model.results["slots"]["expected_share"] == model.slots.expected_share in (None, 1.0)
+  # expected slots are opt-in: by default nothing is expected of a text (a user may leave a slot out)
+  assert list(model.results["slots"]["cv_f1_by_expected_share"]) == ["None"] and model.slots.expected_share is None
   # each entity type's cross-validation counts at the chosen setting pool to that setting's F1
   slots = model.results["slots"]
   by_entity = slots["cv_by_entity"]
@@ -99,7 +98,7 @@ def test_fit_parse_add_save_load_on_the_tiny_model(nlu_yml, tiny_bert_dir, tmp_p
   assert pooled[1] == sum(r["examples"] for r in by_entity.values())  # one span of a type per utterance here
   report = (tmp_path / "run" / "report.md").read_text()  # a person's view of it, worst entity type first
   assert report.startswith("# Joint NLU from 11 examples") and "`intents/report.md`" in report
-  assert "Expected entities: " in report and "cross-validation F1 none " in report  # the choice, with its evidence
+  assert "Expected entities" not in report  # not weighed: nothing to report
   rows = [line.split(" | ")[0].lstrip("| ") for line in report.splitlines()
           if line.startswith("| ") and line.split(" | ")[0].lstrip("| ") in by_entity]
   assert rows == sorted(by_entity, key=lambda name: (by_entity[name]["f1"], name))
@@ -205,7 +204,25 @@ def test_examples_with_the_slot_asked_for_let_the_cross_validation_weigh_it_and_
   plain = fn.fit(rows[:2], method="nlu", workdir=tmp_path / "plain", **tiny(tiny_bert_dir))
   assert list(plain.results["slots"]["cv_f1_by_requested_bonus"]) == ["0.0"]
   assert plain.results["slots"]["requested_bonus"] == 0.0
-  # no intents: nothing is expected of a text (no expected slots to weigh)
+
+
+def test_expected_slots_are_weighed_by_the_cross_validation_when_asked_for_and_there_are_intents(nlu_yml,
+                                                                                                   tiny_bert_dir,
+                                                                                                   tmp_path):
+  """``slots.expected_shares=(1.0,)``: with intents the cross-validation weighs expected slots against none, exports
+  its choice and reports it with the evidence; examples without intents have nothing to expect."""
+  settings = tiny(tiny_bert_dir)
+  settings["slots"] = {**settings["slots"], "expected_shares": (1.0,)}
+  model = fn.fit(nlu_yml, method="nlu", workdir=tmp_path / "run", **settings)
+  slots = model.results["slots"]
+  assert list(slots["cv_f1_by_expected_share"]) == ["None", "1.0"]
+  assert slots["expected_share"] == model.slots.expected_share in (None, 1.0)
+  assert fn.load(tmp_path / "run" / "export").slots.expected_share == slots["expected_share"]
+  report = (tmp_path / "run" / "report.md").read_text()
+  assert "Expected entities: " in report and "cross-validation F1 none " in report and "share 1.0 " in report
+  rows = [{"text": "fly to paris", "entities": [{"start": 7, "end": 12, "entity": "city"}]},
+          {"text": "from rome", "entities": [{"start": 5, "end": 9, "entity": "city"}]}]
+  plain = fn.fit(rows, method="nlu", workdir=tmp_path / "plain", **settings)
   assert list(plain.results["slots"]["cv_f1_by_expected_share"]) == ["None"] and plain.slots.expected_share is None
 
 
