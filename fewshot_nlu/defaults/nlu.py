@@ -122,10 +122,10 @@ def get_config(intent_method: str = "convfit") -> ml_collections.ConfigDict:
   s.by_intent = True  # spans retrieve only the slot labels of the predicted intent's examples (docstring)
   s.expected_shares = ()  # opt-in, e.g. (1.0,): candidate shares of an intent's examples holding a slot for it to be
   # expected of the intent's texts (filled in where decoding left it out; models.slot_filler.fill_expected), tried
-  # with None (off) by the cross-validation. Off by default: examples that all name a slot do not make users name
-  # it ("I want to order a pizza" took topping = "pizza"), and the cross-validation, drawn from those examples,
-  # cannot see that; for data whose every utterance of an intent carries the slot (SNIPS) it lifts sentence
-  # accuracy (joint_nlu_notes.md)
+  # with None (off) by the cross-validation (a tie keeps the share). Off by default: examples that all name a slot
+  # do not make users name it ("I want to order a pizza" took topping = "pizza"), and the cross-validation, drawn
+  # from those examples, cannot see that; for data whose every utterance of an intent carries the slot (SNIPS) it
+  # lifts sentence accuracy (joint_nlu_notes.md)
   s.threshold_retries = 0  # Retriever §5.2 lowers the threshold until some span passes (10 times by 0.05); a
   # user's utterance may hold no slot at all ("hi"), so none is lowered here
 

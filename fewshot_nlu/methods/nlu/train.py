@@ -251,8 +251,8 @@ def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path |
   from its own intent's labels in the rest, and each decoded span's end after the rest's punctuation convention (as a
   prediction's: ``span_boundaries``); span counts pooled over folds. Which setting wins: ``preferred_setting``
   over the learners of ``slots.modes`` in their order of preference, then retrieval alone — each candidate's best
-  micro F1 (ties: fewer steps, no margin before the smaller ones, the smaller bonus, no expected slots before the
-  larger shares, the first threshold), a less
+  micro F1 (ties: fewer steps, no margin before the smaller ones, the smaller bonus, the larger expected share
+  before none — asked for, it stands unless the held-out examples say otherwise —, the first threshold), a less
   preferred one taking over only where it leads in at least ``slots.fallback_confidence`` of the paired bootstrap
   resamples of the held-out utterances. Fewer than two utterances with entities: retrieval alone at
   ``NO_THRESHOLD``. With ``cache`` (a folder) each fold's counts are saved there as it ends
@@ -270,7 +270,8 @@ def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path |
   else:
     bonuses = sorted({0.0, *(s.get("requested_bonuses", ()) if asked else ())})
   with_intents = s.get("by_intent", False) and any(u.get("intent") is not None for u in support)
-  shares = [None, *sorted(set(s.get("expected_shares", ())), reverse=True)] if with_intents else [None]
+  # expected slots are opt-in: a share asked for goes first, so it wins a tie with none
+  shares = [*sorted(set(s.get("expected_shares", ())), reverse=True), None] if with_intents else [None]
   if len(labelled) < 2:
     return s.modes[0], 0, None, 0.0, None, NO_THRESHOLD, {
         "how": f"{len(labelled)} utterance(s) with entities: too few to choose; retrieval alone at {NO_THRESHOLD}"}
@@ -286,7 +287,7 @@ def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path |
                     np.int64)
   entity_types = {l: i for i, l in enumerate(sorted({l for u in support for _, _, l in labelled_spans(u["tags"])}))}
   by_type = np.zeros((*counts.shape[:5], len(entity_types), 3), np.int64)
-  cache_key = [support, config.slots.to_dict(), config.seed, cache_id]
+  cache_key = [support, config.slots.to_dict(), config.seed, cache_id, [str(x) for x in shares]]
   for f, held in enumerate(console.bar(folds, desc="slots: cross-validation on your examples", unit="fold",
                                        leave=False)):
     order = sorted(int(i) for i in held)

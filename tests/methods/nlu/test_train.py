@@ -215,11 +215,11 @@ def test_expected_slots_are_weighed_by_the_cross_validation_when_asked_for_and_t
   settings["slots"] = {**settings["slots"], "expected_shares": (1.0,)}
   model = fn.fit(nlu_yml, method="nlu", workdir=tmp_path / "run", **settings)
   slots = model.results["slots"]
-  assert list(slots["cv_f1_by_expected_share"]) == ["None", "1.0"]
+  assert list(slots["cv_f1_by_expected_share"]) == ["1.0", "None"]  # asked for: first, so it wins a tie
   assert slots["expected_share"] == model.slots.expected_share in (None, 1.0)
   assert fn.load(tmp_path / "run" / "export").slots.expected_share == slots["expected_share"]
   report = (tmp_path / "run" / "report.md").read_text()
-  assert "Expected entities: " in report and "cross-validation F1 none " in report and "share 1.0 " in report
+  assert "Expected entities: " in report and "cross-validation F1 share 1.0 " in report and ", none " in report
   rows = [{"text": "fly to paris", "entities": [{"start": 7, "end": 12, "entity": "city"}]},
           {"text": "from rome", "entities": [{"start": 5, "end": 9, "entity": "city"}]}]
   plain = fn.fit(rows, method="nlu", workdir=tmp_path / "plain", **settings)
