@@ -70,6 +70,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if any(not 0 <= b <= 1 for b in (*s.get("requested_bonuses", ()), s.get("requested_bonus_prior", 0.0))):
     raise config_checks.ConfigError(f"config.slots.requested_bonuses {tuple(s.requested_bonuses)} and "
                                     f"requested_bonus_prior {s.requested_bonus_prior} must be score bonuses in [0, 1]")
+  if any(not 0 < x <= 1 for x in s.get("expected_shares", ())):
+    raise config_checks.ConfigError(f"config.slots.expected_shares: {tuple(s.expected_shares)} must be shares in "
+                                    "(0, 1] (or empty: no expected slots)")
   if not s.modes or any(m not in span_training.MODES for m in s.modes):
     raise config_checks.ConfigError(f"config.slots.modes: {tuple(s.modes)} must be one or more of "
                                     f"{span_training.MODES}")
@@ -239,10 +242,9 @@ def train_slots(config, data: annotated.Annotated, results: dict, cache: pathlib
 def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path | None = None, cache_id: str = ""
            ) -> tuple[str, int, float | None, float, float | None, float, dict]:
   """(mode, step count, none margin, requested-slot bonus, expected share, threshold, a record) chosen by
-  cross-validation on the
-  support set: each of ``slots.folds`` folds of its utterances with entities is decoded from the rest (which
-  learns in each mode of ``slots.modes`` for each candidate step count, snapshots of one run; 0 steps, retrieval
-  alone, once), for each margin of ``slots.none_margins`` (and None: no unlabelled spans; ``SlotRetriever``),
+  cross-validation on the support set: each of ``slots.folds`` folds of its utterances with entities is decoded
+  from the rest (which learns in each mode of ``slots.modes`` for each candidate step count, snapshots of one run;
+  0 steps, retrieval alone, once), for each margin of ``slots.none_margins`` (and None: no unlabelled spans; ``SlotRetriever``),
   each bonus of ``slots.requested_bonuses`` where some examples name the slot asked for before them (``requested``;
   none: 0; fewer than ``slots.requested_min_examples``: ``slots.requested_bonus_prior`` alone;
   ``span_retrieval.requested_scores``), each expected share of ``slots.expected_shares`` and None (with
