@@ -244,8 +244,8 @@ def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path |
   """(mode, step count, none margin, requested-slot bonus, expected share, threshold, a record) chosen by
   cross-validation on the support set: each of ``slots.folds`` folds of its utterances with entities is decoded
   from the rest (which learns in each mode of ``slots.modes`` for each candidate step count, snapshots of one run;
-  0 steps, retrieval alone, once), for each margin of ``slots.none_margins`` (and None: no unlabelled spans; ``SlotRetriever``),
-  each bonus of ``slots.requested_bonuses`` where some examples name the slot asked for before them (``requested``;
+  0 steps, retrieval alone, once), for each margin of ``slots.none_margins`` (and None: no unlabelled spans;
+  ``SlotRetriever``), each bonus of ``slots.requested_bonuses`` where some examples name the slot asked for before them (``requested``;
   none: 0; fewer than ``slots.requested_min_examples``: ``slots.requested_bonus_prior`` alone;
   ``span_retrieval.requested_scores``), each expected share of ``slots.expected_shares`` and None (with
   ``slots.by_intent`` and intents: the slots that share of an intent's examples in the rest hold are filled in
