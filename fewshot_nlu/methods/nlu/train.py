@@ -242,24 +242,24 @@ def train_slots(config, data: annotated.Annotated, results: dict, cache: pathlib
 def select(base: SpanEncoder, support: list[dict], config, cache: pathlib.Path | None = None, cache_id: str = ""
            ) -> tuple[str, int, float | None, float, float | None, float, dict]:
   """(mode, step count, none margin, requested-slot bonus, expected share, threshold, a record) chosen by
-  cross-validation on the support set: each of ``slots.folds`` folds of its utterances with entities is decoded
-  from the rest (which learns in each mode of ``slots.modes`` for each candidate step count, snapshots of one run;
-  0 steps, retrieval alone, once), for each margin of ``slots.none_margins`` (and None: no unlabelled spans;
-  ``SlotRetriever``), each bonus of ``slots.requested_bonuses`` where some examples name the slot asked for before them (``requested``;
-  none: 0; fewer than ``slots.requested_min_examples``: ``slots.requested_bonus_prior`` alone;
+  cross-validation on the support set: each of ``slots.folds`` folds of its utterances with entities is decoded from
+  the rest (which learns in each mode of ``slots.modes`` for each candidate step count, snapshots of one run; 0 steps,
+  retrieval alone, once), for each margin of ``slots.none_margins`` (and None: no unlabelled spans;
+  ``SlotRetriever``), each bonus of ``slots.requested_bonuses`` where some examples name the slot asked for before
+  them (``requested``; none: 0; fewer than ``slots.requested_min_examples``: ``slots.requested_bonus_prior`` alone;
   ``span_retrieval.requested_scores``), each expected share of ``slots.expected_shares`` and None (with
-  ``slots.by_intent`` and intents: the slots that share of an intent's examples in the rest hold are filled in
-  where decoding left them out; ``slot_filler.fill_expected``) and each threshold, with ``slots.by_intent`` each
-  from its own intent's labels in the rest, and each decoded span's end after the rest's punctuation convention (as a
-  prediction's: ``span_boundaries``); span counts pooled over folds. Which setting wins: ``preferred_setting``
-  over the learners of ``slots.modes`` in their order of preference, then retrieval alone — each candidate's best
-  micro F1 (ties: fewer steps, no margin before the smaller ones, the smaller bonus, the larger expected share
-  before none — asked for, it stands unless the held-out examples say otherwise —, the first threshold), a less
-  preferred one taking over only where it leads in at least ``slots.fallback_confidence`` of the paired bootstrap
-  resamples of the held-out utterances. Fewer than two utterances with entities: retrieval alone at
-  ``NO_THRESHOLD``. With ``cache`` (a folder) each fold's counts are saved there as it ends
-  (``fold<k>.npz``), under a key of the examples, ``config.slots``, the seed and ``cache_id`` (the base
-  encoder), and a fold whose key matches is read back, not run again: an interrupted fit loses one fold at most."""
+  ``slots.by_intent`` and intents: the slots that share of an intent's examples in the rest hold are filled in where
+  decoding left them out; ``slot_filler.fill_expected``) and each threshold, with ``slots.by_intent`` each from its
+  own intent's labels in the rest, and each decoded span's end after the rest's punctuation convention (as a
+  prediction's: ``span_boundaries``); span counts pooled over folds. Which setting wins: ``preferred_setting`` over
+  the learners of ``slots.modes`` in their order of preference, then retrieval alone — each candidate's best micro F1
+  (ties: fewer steps, no margin before the smaller ones, the smaller bonus, the larger expected share before none —
+  asked for, it stands unless the held-out examples say otherwise —, the first threshold), a less preferred one taking
+  over only where it leads in at least ``slots.fallback_confidence`` of the paired bootstrap resamples of the held-out
+  utterances. Fewer than two utterances with entities: retrieval alone at ``NO_THRESHOLD``. With ``cache`` (a folder)
+  each fold's counts are saved there as it ends (``fold<k>.npz``), under a key of the examples, ``config.slots``, the
+  seed and ``cache_id`` (the base encoder), and a fold whose key matches is read back, not run again: an interrupted
+  fit loses one fold at most."""
   s = config.slots
   labelled = [i for i, u in enumerate(support) if any(t != "O" for t in u["tags"])]
   steps_grid = sorted(set(s.support_steps))
