@@ -224,6 +224,9 @@ def test_expected_slots_are_weighed_by_the_cross_validation_when_asked_for_and_t
           {"text": "from rome", "entities": [{"start": 5, "end": 9, "entity": "city"}]}]
   plain = fn.fit(rows, method="nlu", workdir=tmp_path / "plain", **settings)
   assert list(plain.results["slots"]["cv_f1_by_expected_share"]) == ["None"] and plain.slots.expected_share is None
+  with pytest.raises(ValueError, match=r"expected_shares.*\(1\.5,\) must be shares in \(0, 1\]"):
+    fn.fit(rows, method="nlu", workdir=tmp_path / "bad", **{**settings, "slots": {**settings["slots"],
+                                                                                  "expected_shares": (1.5,)}})
 
 
 def test_the_cross_validation_keeps_the_preferred_learner_on_a_tie(tiny_bert_dir, tmp_path, monkeypatch):
