@@ -220,7 +220,7 @@ class SlotFillerModel:
   def _expectations(self) -> tuple[dict, dict]:
     """(``expected_by_intent`` at ``expected_share``, ``longest_spans``) of the support set, built once."""
     if self._expected is None:
-      self._expected = (expected_by_intent(self.support, self.expected_share or 1.0), longest_spans(self.support))
+      self._expected = (expected_by_intent(self.support, self.expected_share), longest_spans(self.support))
     return self._expected
 
   def replace_support(self, utterances: Sequence[dict]) -> None:

@@ -348,8 +348,8 @@ def _fold_counts(base: SpanEncoder, support: list[dict], order: list[int], f: in
   known = sorted({l for u in train for _, _, l in labelled_spans(u["tags"])})
   boundaries = span_boundaries.count(train)
   longest = longest_spans(train)
-  expected = [[expected_by_intent(train, share).get(q.get("intent")) if share is not None else None
-               for share in shares] for q in queries]  # per query and share: its intent's expected slots
+  by_share = [expected_by_intent(train, share) if share is not None else {} for share in shares]
+  expected = [[of.get(q.get("intent")) for of in by_share] for q in queries]  # per query and share
   requested = [annotated.labels_named(q.get("requested"), known) for q in queries]
   decoding = decoding_of(config)
   encoders = [base] * (0 in steps_grid)
