@@ -103,10 +103,14 @@ def fill_expected(spans: Sequence[Candidate], scored, retriever: SlotRetriever, 
   if not missing or scored is None:
     return sorted(spans), added
   bounds = np.array(scored.spans, np.int64).reshape(-1, 2)
+
+  def overlapping(c: Candidate) -> np.ndarray:
+    return (bounds[:, 0] < c.end) & (c.start < bounds[:, 1])
+
+  taken = np.zeros(len(bounds), bool)  # the spans that overlap one kept, updated as spans are added
+  for c in spans:
+    taken |= overlapping(c)
   while missing:
-    taken = np.zeros(len(bounds), bool)
-    for c in spans:
-      taken |= (bounds[:, 0] < c.end) & (c.start < bounds[:, 1])
     best = None
     for label in sorted(missing):
       nearest = retriever.label_cosines(scored, label)
@@ -121,6 +125,7 @@ def fill_expected(spans: Sequence[Candidate], scored, retriever: SlotRetriever, 
     if best is None:
       break
     spans.append(best[0])
+    taken |= overlapping(best[0])
     added[(best[0].start, best[0].end, best[0].label)] = best
     missing.discard(best[0].label)
   return sorted(spans), added
