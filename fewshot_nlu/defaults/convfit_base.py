@@ -32,7 +32,10 @@ n = 3. Deviations, each measured:
     prototypes, 3 seeds): SNIPS 86.9 -> 90.1, HWU64 89.6 -> 90.7, CLINC150 level (bench/results/small_bots_notes.md).
     Every published cell and long-tail pool already runs 100+ steps, so the floor leaves them as they were;
   * ``train.packing`` = True: the utterances of a batch packed several to a row (block-diagonal attention; the
-    model's outputs are unchanged, the step ~1.6x faster: bench/results/convfit.md, train_step.md).
+    model's outputs are unchanged, the step ~1.6x faster: bench/results/convfit.md, train_step.md);
+  * ``stage2.smax_classifier_learning_rate`` = 1e-3 (the SMAX variant only): its pair classifier W trains at this
+    rate, the encoder at ``train.learning_rate``; at the paper's one rate the fast sampling's few steps leave W
+    near its random start and SMAX lost to the untouched encoder (bench/results/convfit_notes.md).
 
 Throughput option (not in the paper; measured in bench/results/convfit.md): ``train.frozen_prefix_layers`` = N
 freezes the embeddings and the lower N layers, computes their output once per utterance and trains only the
@@ -89,6 +92,7 @@ def get_config(dataset: str, shots: str = "10") -> ml_collections.ConfigDict:
   config.stage2.negatives = negatives  # paper: n, 2n negative pairs per positive pair
   config.stage2.projection_dim = 512  # d_o; 0 = no down-projection
   config.stage2.margin = 0.5  # OCL delta_m
+  config.stage2.smax_classifier_learning_rate = 1e-3  # SMAX's pair classifier W (not in the paper: 2e-5)
   config.stage2.cos_targets = (0.8, 0.3)  # COS delta for positive / negative pairs
 
   config.classifier = ml_collections.ConfigDict()

@@ -14,7 +14,9 @@ outputs, BCE with Eq. (1) label smoothing ls = 0.95, AdamW 3e-3, warm-up 0.1, we
 batch 32, threshold theta = 0.3. Deviations: ``stage2.sampling`` defaults to "fast" (all in-batch pairs of
 shuffled utterance batches, 4x as many utterance epochs) rather than §2.1's pair sets ("paper"), see
 fewshot_nlu/methods/multi_convfit/train.py;
-the classifier's learning-rate decay after warm-up is not stated in the paper: cosine, as for specialisation.
+the classifier's learning-rate decay after warm-up is not stated in the paper: cosine, as for specialisation;
+with ``--config.stage2.loss=smax`` (not in Multi-ConvFiT) its pair classifier trains at
+``stage2.smax_classifier_learning_rate`` (fewshot_nlu/defaults/convfit_base.py says why).
 """
 
 import ml_collections
@@ -66,6 +68,7 @@ def get_config(builder: str, builder_config: str = "", arg: str = "") -> ml_coll
   config.stage2.adapter_reduction = 4
   config.stage2.loss = "ocl"
   config.stage2.margin = 0.5
+  config.stage2.smax_classifier_learning_rate = 1e-3  # SMAX's pair classifier W (not in the paper: 2e-5)
   config.stage2.cos_targets = (0.8, 0.3)  # only for --config.stage2.loss=cos (not in the paper)
   config.stage2.sampling = "fast"  # "fast" (all in-batch pairs) | "paper" (§2.1 pair sets)
   config.stage2.negatives = 2  # paper sampling: n negatives per positive pair

@@ -41,11 +41,31 @@ def validate_loss(config: ml_collections.ConfigDict) -> None:
   the cosine distance 1 - cos (a margin <= 0 gives no negative any gradient; one > 2 pushes every negative pair
   without end)."""
   config_checks.require_choice(config, "stage2.loss", LOSSES)
+  if ("smax_classifier_learning_rate" in config.stage2
+      and not config_checks.is_positive(rate := config.stage2.smax_classifier_learning_rate)):
+    raise config_checks.ConfigError(f"config.stage2.smax_classifier_learning_rate: must be a positive number, got "
+                                    f"{rate!r} (SMAX's pair classifier W; 1e-3 by default)")
   if config.stage2.loss == "ocl":
     margin = config_checks.get(config, "stage2.margin")
     if not config_checks.is_positive(margin) or margin > 2:
       raise config_checks.ConfigError(f"config.stage2.margin: the OCL margin on the cosine distance 1 - cos must "
                                       f"lie in (0, 2], got {margin!r} (ConvFiT: 0.5)")
+
+
+def with_pair_classifier_rate(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """``config`` with SMAX's pair classifier (``stage2_params``' ``pair_classifier``) in its own learning-rate group
+  at ``stage2.smax_classifier_learning_rate`` (``train.group_learning_rates``; the same warm-up and decay); for
+  another loss, or without that field, ``config`` itself. Not in ConvFiT §2.2, where W trains at the encoder's
+  rate: W starts random, and the few hundred steps of the fast sampling at 2e-5 leave it near its start, so the
+  encoder bends its space to a random classifier (HWU64 10-shot, MiniLM, seed 0: `valid` 77.97 at 2e-5, 79.46 at
+  1e-3; OCL 85.04; bench/results/convfit_notes.md)."""
+  if config.stage2.loss != "smax" or "smax_classifier_learning_rate" not in config.stage2:
+    return config
+  rate = config.stage2.smax_classifier_learning_rate
+  config = config.copy_and_resolve_references()
+  config.train.group_learning_rates = (*config.train.get("group_learning_rates", ()),
+                                       ("pair_classifier/.*", float(rate)))
+  return config
 
 
 def validate_length_groups(config: ml_collections.ConfigDict) -> None:

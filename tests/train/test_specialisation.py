@@ -13,7 +13,7 @@ from fewshot_nlu.encoders import adapters, pretrained
 from fewshot_nlu.losses import pairs as pair_losses
 from fewshot_nlu.methods.convfit import stage2 as convfit
 from fewshot_nlu.methods.multi_convfit import labels as multilabel
-from fewshot_nlu.train import specialisation
+from fewshot_nlu.train import optimizer, specialisation
 from tests import tiny
 
 
@@ -56,6 +56,33 @@ def test_fast_loss_sharded_equals_single_device(tiny_bert_dir, loss, packing):
   tiny.assert_sharded_loss_equals_single_device(
       params, axes, loss_fn,
       lambda mesh: next(convfit.fast_stream(split, {f"l{i}": i for i in range(4)}, model.tokenizer, config, 8, mesh)))
+
+
+@pytest.mark.parametrize("base", ["convfit", "multi_convfit"])
+def test_smax_pair_classifier_trains_at_its_own_rate(tiny_bert_dir, base):
+  model = pretrained.load_pretrained(str(tiny_bert_dir))
+  config = (convfit_base.get_config("intent_folder") if base == "convfit"
+            else multi_convfit_base.get_config("joint_nlu_folder", "", "low,fft"))
+  assert specialisation.with_pair_classifier_rate(config) is config  # OCL: nothing added
+  config.stage2.loss, config.stage2.smax_classifier_learning_rate = "smax", 3e-3
+  run_config = specialisation.with_pair_classifier_rate(config)
+  assert run_config.train.group_learning_rates == (("pair_classifier/.*", 3e-3),)
+  assert config.train.group_learning_rates == ()  # the caller's config is left as it was
+  params, _ = specialisation.stage2_params(model.params, model.config, run_config)
+  labels = optimizer.group_labels(params, [g for g, _ in run_config.train.group_learning_rates])
+  assert set(jax.tree.leaves(labels["pair_classifier"])) == {"group_0"}
+  assert set(jax.tree.leaves(labels["encoder"])) == {"default"}
+  # one AdamW step: the pair classifier moves ~lr (Adam's first step is lr x sign), 150x the encoder's 2e-5
+  tx, _ = optimizer.make_optimizer(params, learning_rate=run_config.train.learning_rate, total_steps=10,
+                                   warmup_fraction=0.0, decay="constant", weight_decay=0.0,
+                                   group_learning_rates=run_config.train.group_learning_rates)
+  grads = jax.tree.map(np.ones_like, params)
+  updates, _ = tx.update(grads, tx.init(params), params)
+  np.testing.assert_allclose(np.abs(updates["pair_classifier"]["kernel"]).max(), 3e-3, rtol=1e-3)
+  assert np.abs(jax.tree.leaves(updates["encoder"])[0]).max() == pytest.approx(run_config.train.learning_rate, rel=1e-3)
+  config.stage2.smax_classifier_learning_rate = 0.0
+  with pytest.raises(ValueError, match="smax_classifier_learning_rate"):
+    specialisation.validate_loss(config)
 
 
 def test_paper_stream_pads_each_side_to_its_own_bucket(tiny_bert_dir):

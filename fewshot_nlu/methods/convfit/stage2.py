@@ -270,6 +270,7 @@ def _specialise(config, workdir: pathlib.Path, model, split: IntentSplit, writer
                 description: str | None = None) -> tuple[dict, int]:
   """Stage 2 on ``split`` (resumable from ``workdir``'s checkpoints; ``description``: the progress bar's label):
   (the trained params, the steps)."""
+  config = specialisation.with_pair_classifier_rate(config)
   params, axes = specialisation.stage2_params(model.params, model.config, config)
   params, axes, cache = specialisation.freeze_prefix(params, axes, model, config)
   mesh, batch_size = train_run.mesh_and_batch(config)

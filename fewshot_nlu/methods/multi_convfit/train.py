@@ -115,7 +115,7 @@ def read_data(config) -> tuple[LabelSetSplit, LabelSetSplit]:
 def specialise(config, model, train: LabelSetSplit, labels: list[str], workdir: pathlib.Path,
                writer: MetricWriter) -> tuple[dict, int, dict]:
   """Contrastive specialisation; returns (encoder params, steps, figures)."""
-  run_config = config.copy_and_resolve_references()
+  run_config = specialisation.with_pair_classifier_rate(config).copy_and_resolve_references()
   if config.stage2.mode == "adapter":
     run_config.train.trainable = (ADAPTER_PARAMS,)
     run_config.train.frozen = ()
