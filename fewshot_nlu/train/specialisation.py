@@ -32,6 +32,7 @@ from fewshot_nlu.train import run as train_run
 log = logging.getLogger(__name__)
 
 LOSSES = ("ocl", "cos", "smax")
+PAIR_CLASSIFIER_PARAMS = "pair_classifier/.*"  # SMAX's W (``stage2_params``), a regex over parameter paths
 SAMPLINGS = ("fast", "paper")
 INITS = ("pretrained", "random")
 
@@ -64,7 +65,7 @@ def with_pair_classifier_rate(config: ml_collections.ConfigDict) -> ml_collectio
   rate = config.stage2.smax_classifier_learning_rate
   config = config.copy_and_resolve_references()
   config.train.group_learning_rates = (*config.train.get("group_learning_rates", ()),
-                                       ("pair_classifier/.*", float(rate)))
+                                       (PAIR_CLASSIFIER_PARAMS, float(rate)))
   return config
 
 

@@ -116,8 +116,8 @@ def specialise(config, model, train: LabelSetSplit, labels: list[str], workdir: 
                writer: MetricWriter) -> tuple[dict, int, dict]:
   """Contrastive specialisation; returns (encoder params, steps, figures)."""
   run_config = specialisation.with_pair_classifier_rate(config).copy_and_resolve_references()
-  if config.stage2.mode == "adapter":
-    run_config.train.trainable = (ADAPTER_PARAMS,)
+  if config.stage2.mode == "adapter":  # the encoder trains its adapters only; a loss's own head (SMAX's W) trains too
+    run_config.train.trainable = (ADAPTER_PARAMS, specialisation.PAIR_CLASSIFIER_PARAMS)
     run_config.train.frozen = ()
   start = time.perf_counter()
   params, axes = specialisation.stage2_params(model.params, model.config, run_config)

@@ -68,6 +68,7 @@ def _config(data, model, mode, **overrides):
 
 @pytest.mark.parametrize("mode,overrides", [
     ("adapter", {}),
+    ("adapter", {"stage2.loss": "smax"}),  # SMAX's W trains beside the adapters
     ("fft", {"stage2.sampling": "paper", "classifier.calibrate": True}),
     ("none", {}),
 ])
