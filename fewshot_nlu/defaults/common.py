@@ -78,6 +78,7 @@ def mlp_classifier(**values) -> ml_collections.ConfigDict:
   mlp = ml_collections.ConfigDict()
   mlp.hidden = (768, 768)
   mlp.dropout = 0.75
+  mlp.dropout_site = "hidden_inputs"  # before every hidden layer (Casanueva et al.'s code) | "hidden_outputs"
   mlp.optimizer = "sgd"  # "sgd" | "adamw"
   mlp.learning_rate = 0.5
   mlp.weight_decay = 0.0  # adamw only

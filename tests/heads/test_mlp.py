@@ -113,6 +113,30 @@ def test_mlp_head_weight_decay_must_not_be_negative():
     mlp_head.validate_config(config, "classifier.mlp")
 
 
+def test_dropout_site_is_the_input_of_every_hidden_layer_or_the_output_of_every_hidden_activation():
+  """Casanueva et al.'s released MLP drops units of each hidden layer's *input* (the encoding itself, for the
+  first); ``hidden_outputs`` drops hidden activations instead. One hidden unit summing 8 ones shows which: a
+  dropped input moves the sum by 2 (= 1 / (1 - 0.5)) per unit kept, a dropped activation makes it 0 or 16."""
+  import jax
+  layers = [{"kernel": np.ones((8, 1), np.float32), "bias": np.zeros(1, np.float32)},
+            {"kernel": np.ones((1, 1), np.float32), "bias": np.zeros(1, np.float32)}]
+  x = np.ones((1, 8), np.float32)
+  sums = {site: {float(mlp_head.logits(layers, x, 0.5, jax.random.key(k), site)[0, 0]) for k in range(20)}
+          for site in mlp_head.DROPOUT_SITES}
+  assert sums["hidden_outputs"] <= {0.0, 16.0}
+  assert sums["hidden_inputs"] <= set(range(0, 17, 2)) and sums["hidden_inputs"] - {0.0, 16.0}
+  assert float(mlp_head.logits(layers, x, 0.5)[0, 0]) == 8.0  # no rng: no dropout (inference)
+  linear = layers[:1]  # no hidden layer (logistic regression): nothing is dropped at either site
+  for site in mlp_head.DROPOUT_SITES:
+    assert float(mlp_head.logits(linear, x, 0.5, jax.random.key(0), site)[0, 0]) == 8.0
+  with pytest.raises(ValueError, match="dropout_site"):
+    mlp_head.MLPConfig(dropout_site="everywhere")
+  from configs import common
+  config = ml_collections.ConfigDict({"classifier": {"mlp": common.mlp_classifier(dropout_site="everywhere")}})
+  with pytest.raises(ConfigError, match=re.escape("config.classifier.mlp.dropout_site")):
+    mlp_head.validate_config(config, "classifier.mlp")
+
+
 @pytest.mark.parametrize("multilabel", [False, True])
 def test_a_few_rows_scored_on_the_host_equal_the_jitted_head(multilabel, monkeypatch):
   """``predict_proba`` of up to ``HOST_ROWS`` rows runs in numpy, more in one jitted program: the same numbers."""

@@ -203,6 +203,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
                  variant=variant_name(config), num_train=len(train.texts), num_eval=len(test.texts),
                  num_labels=len(labels), train_splits="+".join(resolve_splits(config)[0]),
                  adapter_bytes=adapter_bytes(encoder), threshold=config.classifier.threshold,
+                 mlp_dropout_site=config.classifier.mlp.dropout_site,
                  calibrated=bool(config.classifier.calibrate))
   if config.data.builder in ("nlupp", "mixatis"):
     results.update(regime=config.data.regime, fold=config.data.fold if config.data.builder == "nlupp" else None,
