@@ -10,8 +10,9 @@ The argument after the file name picks the data regime and the specialisation, c
 Hyper-parameters follow §3: OCL (margin 0.5), n = 2 negatives, AdamW with 10% warm-up, cosine decay, weight
 decay 0.02, batch 32, max length 128, 10 epochs low-data / 3 high-data, learning rate 2e-5 (C-FFT) or 4e-4
 (C-ADAPT), adapter reduction factor 4. Classifier: one hidden layer of 512 (ReLU), dropout 0.4 on its input (the
-sentence encoding, as in Casanueva et al. (2020)'s released MLP, whose architecture §3 adopts), sigmoid outputs, BCE with Eq. (1) label smoothing ls = 0.95, AdamW 3e-3, warm-up 0.1, weight decay 0.02, 600 epochs,
-batch 32, threshold theta = 0.3. Deviations: ``stage2.sampling`` defaults to "fast" (all in-batch pairs of
+sentence encoding, as in Casanueva et al. (2020)'s released MLP, whose architecture §3 adopts), sigmoid outputs,
+BCE with Eq. (1) label smoothing ls = 0.95, AdamW 3e-3, warm-up 0.1, weight decay 0.02, 600 epochs, batch 32,
+threshold theta = 0.3. Deviations: ``stage2.sampling`` defaults to "fast" (all in-batch pairs of
 shuffled utterance batches, 4x as many utterance epochs) rather than §2.1's pair sets ("paper"), see
 fewshot_nlu/methods/multi_convfit/train.py;
 the classifier's learning-rate decay after warm-up is not stated in the paper: cosine, as for specialisation;
