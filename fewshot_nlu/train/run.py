@@ -52,7 +52,11 @@ def _description(config) -> str:
   """The progress bar's label: the method and what it trains on (a builder's split, or corpora)."""
   data = config.data
   if "builder" in data:
-    return f"{config.method} {data.builder}/{data.train_split}"
+    name = data.builder + (f"/{data.builder_config}" if data.get("builder_config") else "")
+    if data.get("train_split"):
+      return f"{config.method} {name}/{data.train_split}"
+    fold = f" fold {data.fold}" if data.builder == "nlupp" and "fold" in data else ""  # the 10-fold protocol
+    return f"{config.method} {name}{fold}" + (f" ({data.regime}-data)" if "regime" in data else "")
   return f"{config.method} {'+'.join(s for s in data.get('sources', ()) if s not in data.get('exclude', ()))}"
 
 
