@@ -137,7 +137,7 @@ def test_nlupp_protocol_and_mixatis_regimes():
   config.data.regime = "high"
   train, test = multi_convfit.resolve_splits(config)
   assert test == ["fold6", "fold7"] and len(train) == 18
-  assert config.train.learning_rate == 4e-4 and config.stage2.mode == "adapter"
+  assert config.train.learning_rate == 2e-3 and config.stage2.mode == "adapter"
   mix = multi_convfit_base.get_config("mixatis", "", "high")
   assert multi_convfit.resolve_splits(mix) == (["train"], ["test"]) and mix.train.epochs == 3
   with pytest.raises(ValueError, match="unknown"):
