@@ -42,6 +42,8 @@ def vintage(results: dict, mode: str) -> str:
   if results.get("mlp_dropout_site", SITE_BEFORE) == SITE_BEFORE:
     return VINTAGES[2]
   return VINTAGES[1] if mode != "none" and "specialisation_learning_rate" not in results else VINTAGES[0]
+
+
 # The paper's rows, Table 2(a) low-data F1 / Acc: MLM12 (12-layer MiniLM sentence encoder), the closest to MiniLM-L6;
 # MPNET (all-mpnet-base-v2), the same encoder as MPNet-base here.
 PAPER = {"MLM12 + MLP (paper)": {"banking": (70.8, 31.2), "hotels": (64.2, 46.0), "mixatis": (58.1, 22.0)},
