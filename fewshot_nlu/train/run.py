@@ -48,15 +48,12 @@ def validate_training(config: ml_collections.ConfigDict) -> None:
   config_checks.require_choice(config, "model.dtype", tuple(DTYPES))
 
 
-def _description(config) -> str:
+def progress_label(config) -> str:
   """The progress bar's label: the method and what it trains on (a builder's split, or corpora)."""
   data = config.data
   if "builder" in data:
     name = data.builder + (f"/{data.builder_config}" if data.get("builder_config") else "")
-    if data.get("train_split"):
-      return f"{config.method} {name}/{data.train_split}"
-    fold = f" fold {data.fold}" if data.builder == "nlupp" and "fold" in data else ""  # the 10-fold protocol
-    return f"{config.method} {name}{fold}" + (f" ({data.regime}-data)" if "regime" in data else "")
+    return f"{config.method} {name}" + (f"/{data.train_split}" if data.get("train_split") else "")
   return f"{config.method} {'+'.join(s for s in data.get('sources', ()) if s not in data.get('exclude', ()))}"
 
 
@@ -136,7 +133,7 @@ def train(config: ml_collections.ConfigDict, workdir: pathlib.Path, params: Any,
   try:
     state = loop.train(training=training, stream=stream, total_steps=total_steps, mesh=mesh,
                        checkpointer=checkpointer, writer=writer, log_every=config.train.log_every,
-                       description=description or _description(config),
+                       description=description or progress_label(config),
                        callback=callback, callback_every=callback_every,
                        divergence_hint=f"lower config.train.learning_rate (now {config.train.learning_rate:g})")
   finally:

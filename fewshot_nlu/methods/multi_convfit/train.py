@@ -135,7 +135,9 @@ def specialise(config, model, train: LabelSetSplit, labels: list[str], workdir: 
                                          cache)
     passes_per_step = 2 * config.train.batch_size
   loss_fn = specialisation.make_loss_fn(model.config, run_config)
-  params, steps = train_run.train(run_config, workdir, params, axes, loss_fn, stream, mesh, writer)
+  train_splits = "+".join(resolve_splits(config)[0])  # the protocol picks them: data.train_split may be empty
+  params, steps = train_run.train(run_config, workdir, params, axes, loss_fn, stream, mesh, writer,
+                                  description=f"{train_run.progress_label(config)} {train_splits}")
   params = frozen_prefix.thaw(params, cache)
   figures = {"specialisation_seconds": time.perf_counter() - start, "encoder_passes": steps * passes_per_step}
   if config.stage2.mode == "adapter":
