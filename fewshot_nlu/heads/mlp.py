@@ -40,13 +40,14 @@ from fewshot_nlu.train import optimizer
 FILE = "mlp.safetensors"
 OPTIMIZERS = ("sgd", "adamw")
 DROPOUT_SITES = ("hidden_inputs", "hidden_outputs")  # Casanueva et al.'s released placement; the pre-2026-12-06 one
+DEFAULT_DROPOUT_SITE = DROPOUT_SITES[0]  # defaults.common.mlp_classifier spells it out (config files import no jax)
 
 
 @dataclasses.dataclass(frozen=True)
 class MLPConfig:
   hidden: tuple[int, ...] = (768, 768)
   dropout: float = 0.75
-  dropout_site: str = "hidden_inputs"  # DROPOUT_SITES: before every hidden layer, or after every hidden activation
+  dropout_site: str = DEFAULT_DROPOUT_SITE  # DROPOUT_SITES: before every hidden layer, or after every hidden activation
   learning_rate: float = 0.5
   epochs: int = 500
   batch_size: int = 32
@@ -99,7 +100,7 @@ def init(rng: jax.Array, sizes: tuple[int, ...]) -> list[dict]:
 
 
 def logits(layers: list[dict], x: jax.Array, dropout: float = 0.0, rng: jax.Array | None = None,
-           dropout_site: str = "hidden_inputs") -> jax.Array:
+           dropout_site: str = DEFAULT_DROPOUT_SITE) -> jax.Array:
   """The head's output scores; with ``rng`` (training) inverted dropout at ``dropout_site`` (``DROPOUT_SITES``):
   on the input of every hidden layer, or on the output of every hidden activation. A head without hidden
   layers (logistic regression) drops nothing either way."""

@@ -1,6 +1,7 @@
 """The MLP head (``heads.mlp``): its loss (single-label and Multi-ConvFiT's Eq. (1) smoothing) against numpy,
 training on separable classes and label sets, save / load, class weights, and its config checks."""
 
+import dataclasses
 import re
 
 import ml_collections
@@ -149,3 +150,12 @@ def test_a_few_rows_scored_on_the_host_equal_the_jitted_head(multilabel, monkeyp
   jitted = mlp_head.predict_proba(layers, features, multilabel)
   np.testing.assert_allclose(host, jitted, rtol=1e-5, atol=1e-6)
   assert host.dtype == np.float32 and host.shape == (3, 3)
+
+
+def test_the_config_default_of_every_mlp_field_is_the_head_default():
+  """``defaults.common.mlp_classifier`` spells the head's defaults out (config files import no jax): they agree."""
+  from configs import common
+  defaults = common.mlp_classifier()
+  for field in dataclasses.fields(mlp_head.MLPConfig):
+    if field.name in defaults:
+      assert defaults[field.name] == field.default, field.name
