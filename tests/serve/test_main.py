@@ -88,7 +88,9 @@ def direct(export):
 
 @pytest.fixture(scope="module")
 def served(export, direct):
-  server = Server(["fewshot_nlu.serve"], export, export.parent / "served.log", "--batch-wait-ms", "50", "--persist")
+  # warm-up on (the one live server of the suite that compiles its request shapes first), over batches of up to 8
+  server = Server(["fewshot_nlu.serve"], export, export.parent / "served.log", "--batch-wait-ms", "50", "--persist",
+                  "--max-batch", "8")
   yield server
   server.stop()
 
@@ -241,7 +243,7 @@ def test_persisted_examples_survive_a_restart_and_a_kill_during_persist_leaves_t
 
   marker = export.parent / "persisting"
   restarted = Server(["tests.serve_with_faults", str(marker)], export, export.parent / "restarted.log",
-                     "--batch-wait-ms", "50", "--persist")
+                     "--batch-wait-ms", "50", "--persist", "--no-warmup")  # `served` warmed up
   try:
     assert restarted.client.get("/labels").json() == {"kind": "intent_model", "labels": direct.labels,
                                                       "examples": len(direct)}

@@ -26,7 +26,7 @@ def guarded(export):
   os.environ[security.API_KEY_VARIABLE] = KEY
   try:
     server = Server(["fewshot_nlu.serve"], export, export.parent / "guarded.log", "--allow-origin", PAGE,
-                    "--persist")
+                    "--persist", "--no-warmup")  # the warm-up is tests/serve/test_main.py's `served`
   finally:
     del os.environ[security.API_KEY_VARIABLE]
   yield server
