@@ -113,8 +113,9 @@ def read_data(config) -> tuple[LabelSetSplit, LabelSetSplit]:
 
 
 def specialise(config, model, train: LabelSetSplit, labels: list[str], workdir: pathlib.Path,
-               writer: MetricWriter) -> tuple[dict, int, dict]:
-  """Contrastive specialisation; returns (encoder params, steps, figures)."""
+               writer: MetricWriter, description: str | None = None) -> tuple[dict, int, dict]:
+  """Contrastive specialisation (``description``: the progress bar's label); returns (encoder params, steps,
+  figures)."""
   run_config = specialisation.with_pair_classifier_rate(config).copy_and_resolve_references()
   if config.stage2.mode == "adapter":  # the encoder trains its adapters only; a loss's own head (SMAX's W) trains too
     run_config.train.trainable = (ADAPTER_PARAMS, specialisation.PAIR_CLASSIFIER_PARAMS)
@@ -135,9 +136,8 @@ def specialise(config, model, train: LabelSetSplit, labels: list[str], workdir: 
                                          cache)
     passes_per_step = 2 * config.train.batch_size
   loss_fn = specialisation.make_loss_fn(model.config, run_config)
-  train_splits = "+".join(resolve_splits(config)[0])  # the protocol picks them: data.train_split may be empty
   params, steps = train_run.train(run_config, workdir, params, axes, loss_fn, stream, mesh, writer,
-                                  description=f"{train_run.progress_label(config)} {train_splits}")
+                                  description=description)
   params = frozen_prefix.thaw(params, cache)
   figures = {"specialisation_seconds": time.perf_counter() - start, "encoder_passes": steps * passes_per_step}
   if config.stage2.mode == "adapter":
@@ -172,13 +172,15 @@ def thresholds(config, features: np.ndarray, targets: np.ndarray) -> float | np.
 
 def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   train, test = read_data(config)
+  train_splits = "+".join(resolve_splits(config)[0])  # the protocol picks them: data.train_split may be empty
   labels = train.label_names
   model = specialisation.load_encoder(config)
   writer = MetricWriter(workdir)
   results, steps = {}, 0
   encoder_params = model.params
   if config.stage2.enabled:
-    encoder_params, steps, figures = specialise(config, model, train, labels, workdir, writer)
+    encoder_params, steps, figures = specialise(config, model, train, labels, workdir, writer,
+                                                description=f"{train_run.progress_label(config)} {train_splits}")
     results.update(figures)
   encoder = SentenceEncoder.from_config(config, model.config, encoder_params, model.tokenizer)
 
@@ -203,7 +205,7 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
   results.update({k: round(v, 2) if isinstance(v, float) and k.endswith("seconds") else v
                   for k, v in results.items()},
                  variant=variant_name(config), num_train=len(train.texts), num_eval=len(test.texts),
-                 num_labels=len(labels), train_splits="+".join(resolve_splits(config)[0]),
+                 num_labels=len(labels), train_splits=train_splits,
                  adapter_bytes=adapter_bytes(encoder), threshold=config.classifier.threshold,
                  mlp_dropout_site=config.classifier.mlp.dropout_site,
                  calibrated=bool(config.classifier.calibrate),
