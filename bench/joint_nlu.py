@@ -19,6 +19,10 @@ as ``<variant>-threshold``: without the unlabelled spans of the examples as "no 
 learning the examples / retrieval alone; ``learned-mpnet``: both, the intents and the slot filler, on MPNet-base.
 ``learned-mpnet-slots-expected`` / ``learned-mpnet-expected``: those two with expected slots
 (``slots.expected_shares=(1.0,)``, opt-in: ``models.slot_filler.fill_expected``).
+``learned-mpnet-general-slots`` / ``retrieval-mpnet-general-slots``: the slot filler on a general span encoder
+built on MPNet-base (``--span-encoder``, the export of ``configs/span_encoder.py`` with
+``--config.model.name=mpnet-base --config.retriever.encoder_layers=6``), learning the examples / retrieval alone;
+``learned-mpnet-general-slots-expected``: the first with expected slots.
 Rows record the span encoder's training steps (its ``results.json``); the table keeps them apart.
 
 A cell ``nlupp-banking:f<k>`` / ``nlupp-hotels:f<k>`` is NLU++'s "low" (20-fold) setting for slots: fold k of the
@@ -109,6 +113,13 @@ VARIANTS["learned-mpnet"] = {**MPNET_SLOTS, "intents.model.name": "mpnet-base", 
 # cross-validation prefers it; models.slot_filler.fill_expected)
 for _name in ("learned-mpnet-slots", "learned-mpnet"):
   VARIANTS[f"{_name}-expected"] = {**VARIANTS[_name], "slots.expected_shares": (1.0,)}
+# the slot filler on MPNet-base from a general span encoder built on it (``--span-encoder``: configs/span_encoder.py
+# with --config.model.name=mpnet-base --config.retriever.encoder_layers=6; joint_nlu_notes.md has its command):
+# learning the examples / retrieval alone
+MPNET_GENERAL_SLOTS = {"slots.model": "mpnet-base", "slots.encoder_layers": 6}
+VARIANTS["learned-mpnet-general-slots"] = MPNET_GENERAL_SLOTS
+VARIANTS["retrieval-mpnet-general-slots"] = {**MPNET_GENERAL_SLOTS, "slots.support_steps": (0,)}
+VARIANTS["learned-mpnet-general-slots-expected"] = {**MPNET_GENERAL_SLOTS, "slots.expected_shares": (1.0,)}
 
 
 def uses_span_encoder(variant: str) -> bool:

@@ -122,6 +122,16 @@ def write_checkpoint(directory: pathlib.Path, kind: str, tensors: dict | None = 
   return directory
 
 
+def write_dropout_free_checkpoint(directory: pathlib.Path, kind: str) -> pathlib.Path:
+  """``write_checkpoint`` with dropout off: training losses become deterministic, so two batch layouts of the same
+  items (padded, packed) see the same network."""
+  directory = write_checkpoint(directory, kind)
+  hf = json.loads((directory / "config.json").read_text())
+  hf.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  (directory / "config.json").write_text(json.dumps(hf))
+  return directory
+
+
 # ------------------------------------------------------------------------- numpy reference forward pass
 
 def _layer_norm(x, w, b, eps):

@@ -145,6 +145,15 @@ def pack_rows(sequences: Sequence[Any], length: int, row_multiple: int) -> dict[
   return {"ids": packed, "owner": owner, "offsets": offsets}
 
 
+def packed_starts(owner: np.ndarray, offsets: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+  """Where each of ``count`` packed sequences begins (``pack_rows``'s ``owner`` / ``offsets``): its row and its
+  first token's position in that row, [count] each (0, 0 for a sequence not placed: a padding item)."""
+  row_of, start_of = np.zeros(count, np.int32), np.zeros(count, np.int32)
+  rows, positions = np.nonzero((offsets == 0) & (owner >= 0))
+  row_of[owner[rows, positions]], start_of[owner[rows, positions]] = rows, positions
+  return row_of, start_of
+
+
 def batch_side(name: str, sequences: Sequence[Any], buckets: Sequence[int], pad_id: int, batch_size: int,
                pack_length: int = 0, row_multiple: int = 1) -> dict[str, np.ndarray]:
   """One side of a batch, its arrays named ``<name>_*``: ``sequences`` padded to the smallest of ``buckets`` that

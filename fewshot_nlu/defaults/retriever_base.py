@@ -14,6 +14,7 @@ def get_config(method: str, *, per_label_batch: int, dev_every: int, train: bool
   config.eval.dev_every = dev_every  # steps between development evaluations for early stopping (0: none)
   config.eval.patience = 0  # evaluations without improvement before stopping (0: train to the end, keep the best)
   config.train.frozen_prefix_layers = -1  # >= 0: freeze embeddings + this many layers, cache their output
+  config.train.packing = False  # pack the items' utterances several to a row (block-diagonal attention)
 
   r = config.retriever = ml_collections.ConfigDict()
   r.train = train  # False: the untouched encoder (^frz)

@@ -30,6 +30,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.warmup_fraction = 0.1
   config.train.save_every = 100
   config.train.frozen_prefix_layers = 1
+  config.train.packing = False  # pack the items' utterances several to a row (block-diagonal attention)
   config.eval.dev_every = 0  # no development evaluation: a fixed number of steps
   config.eval.patience = 0
   config.install = True  # copy the export where fit(method="nlu") finds it (only with nothing excluded)

@@ -6,7 +6,10 @@ intents the whole utterance ([CLS], piece 0). A batch holds ``retriever.per_labe
 label (``data.samplers.PerLabelBatches``, N = all labels), so the global batch is N x B rows, rounded up to a
 multiple of the data-parallel devices with padding rows; under jit the span vectors of all devices are the
 candidates of every query (``losses.batch_softmax``). Dropout is on (BERT's 10%), as in BERT's fine-tuning code
-the paper adapts.
+the paper adapts. With ``train.packing`` the items' utterances (token ids, or a frozen prefix's cached states) are
+packed several to a row of ``model.max_length`` (``encoders.packing``: each attends to itself only) and every span
+is read at its utterance's place in its row (``item_spans``): the same loss and gradients as padded rows
+(tests/methods/test_span_training.py), on ~the real tokens only.
 
 Early stopping (App. A.1: "F1 score on the development domain as the metric for early stopping"): every
 ``eval.dev_every`` steps ``evaluate(encoder params) -> score`` runs; the best-scoring params are exported to
@@ -126,19 +129,25 @@ def make_loss_fn(cfg: transformer.EncoderConfig, config, num_labels: int, span: 
   cosine_scale = config.retriever.cosine_scale
 
   def loss_fn(params, batch, rng):
-    hidden = frozen_prefix.encode_tokens(cfg, params["encoder"], batch["text_ids"], batch["text_mask"], dtype=dtype,
-                                         deterministic=False, rng=rng)
+    if "text_owner" in batch:  # packed rows: each utterance attends to itself, numbered from 0 (encoders.packing)
+      owner = batch["text_owner"]
+      hidden = frozen_prefix.encode_tokens(cfg, params["encoder"], batch["text_ids"], packing.attention_mask(owner),
+                                           dtype=dtype, deterministic=False, rng=rng,
+                                           position_ids=packing.position_ids(batch["text_offsets"], owner, cfg))
+    else:
+      hidden = frozen_prefix.encode_tokens(cfg, params["encoder"], batch["text_ids"], batch["text_mask"],
+                                           dtype=dtype, deterministic=False, rng=rng)
     def similarity_space(z):  # s = scale * cos instead of the dot product (the similarity retrieval uses)
       z = z.astype(np.float32)
       return pooling.l2_normalize(z) * np.sqrt(cosine_scale) if cosine_scale else z
 
     if span:
-      z = pooling.span_first_last(hidden, batch["first"][:, None], batch["last"][:, None])[:, 0]
-    else:
-      z = hidden[:, 0]
+      z = item_spans(hidden, batch, batch["first"][:, None], batch["last"][:, None])[:, 0]
+    else:  # [CLS]: piece 0 of the item's utterance
+      z = item_spans(hidden, batch, batch["first"][:, None], batch["first"][:, None])[:, 0, : hidden.shape[-1]]
     negatives = negatives_valid = None
     if "negative_first" in batch:
-      negatives = similarity_space(pooling.span_first_last(hidden, batch["negative_first"], batch["negative_last"]))
+      negatives = similarity_space(item_spans(hidden, batch, batch["negative_first"], batch["negative_last"]))
       negatives = negatives.reshape(-1, negatives.shape[-1])
       negatives_valid = (batch["negative_valid"] & batch["valid"][:, None]).reshape(-1)
     loss, accuracy = batch_softmax_loss(similarity_space(z), batch["label"], batch["valid"], num_labels, reduction,
@@ -149,10 +158,12 @@ def make_loss_fn(cfg: transformer.EncoderConfig, config, num_labels: int, span: 
 
 
 def item_stream(items: SpanItems, config, global_batch: int, pad_id: int,
-                cache: frozen_prefix.PrefixCache | None = None) -> EpochStream:
+                cache: frozen_prefix.PrefixCache | None = None, pack_length: int = 0,
+                row_multiple: int = 1) -> EpochStream:
   """Per-label batches (B of every label, or of ``retriever.labels_per_batch`` labels drawn per batch when set)
-  of ``items``: ``text_ids/_mask`` (token ids, or with ``cache`` their frozen prefix's states), ``first``,
-  ``last``, ``label``."""
+  of ``items``: ``text_ids/_mask`` (token ids, or with ``cache`` their frozen prefix's states; with
+  ``pack_length``, ``text_ids/_owner/_offsets``: the utterances packed several to a row, ``batching.batch_side``,
+  and ``item_row`` / ``item_start``), ``first``, ``last``, ``label``."""
   plan = PerLabelBatches(tuple(int(i) for i in items.label_ids), config.retriever.per_label_batch,
                          n=labels_per_batch(config, len(items.label_names)), seed=config.seed)
   tokens = frozen_prefix.cached_or_ids(items.token_ids, cache)
@@ -161,8 +172,34 @@ def item_stream(items: SpanItems, config, global_batch: int, pad_id: int,
   if items.negative_first is not None:
     fields.update(negative_first=items.negative_first, negative_last=items.negative_last,
                   negative_valid=items.negative_valid)
-  return EpochStream(len(items), global_batch, batching.padded_batcher(sides, pad_id, fields), seed=config.seed,
-                     plan=plan)
+  make_batch = batching.padded_batcher(sides, pad_id, fields, pack_length, row_multiple)
+  if pack_length:
+    make_batch = _with_item_starts(make_batch)
+  return EpochStream(len(items), global_batch, make_batch, seed=config.seed, plan=plan)
+
+
+def _with_item_starts(make_batch):
+  """``make_batch`` of packed rows plus each item's row and start in them (``item_row`` / ``item_start``
+  [batch]): an item's ``first`` / ``last`` / negative pieces index its own utterance, which starts there."""
+  def packed_batch(indices, epoch, batch_size):
+    batch = make_batch(indices, epoch, batch_size)
+    batch["item_row"], batch["item_start"] = batching.packed_starts(batch["text_owner"], batch["text_offsets"],
+                                                                    batch_size)
+    return batch
+  return packed_batch
+
+
+def item_spans(hidden: jax.Array, batch: dict, first: jax.Array, last: jax.Array) -> jax.Array:
+  """Span vectors [B, S, 2H] (first + last piece, ``pooling.span_first_last``) of the pieces ``first`` / ``last``
+  [B, S] of each item's utterance: row b of ``hidden`` [B, L, H], or with packed rows (``item_row`` in ``batch``)
+  the row and offset ``_with_item_starts`` found it at."""
+  if "item_row" not in batch:
+    return pooling.span_first_last(hidden, first, last)
+  length = hidden.shape[1]
+  base = (batch["item_row"] * length + batch["item_start"])[:, None]
+  flat = hidden.reshape(1, -1, hidden.shape[-1])
+  spans = pooling.span_first_last(flat, (base + first).reshape(1, -1), (base + last).reshape(1, -1))
+  return spans.reshape(*first.shape, spans.shape[-1])
 
 
 def labels_per_batch(config, num_labels: int) -> int | None:
@@ -193,7 +230,8 @@ def train(config, workdir: pathlib.Path, model: pretrained.Pretrained, items: Sp
   params, axes, cache = frozen_prefix.freeze(params, axes, model.config, config.train.frozen_prefix_layers,
                                              pad_id=model.tokenizer.pad_id, max_length=config.model.max_length,
                                              dtype=DTYPES[config.model.dtype], batch_size=config.eval.batch_size)
-  stream = item_stream(items, cfg, batch, model.tokenizer.pad_id, cache)
+  pack_length, row_multiple = train_run.packing_layout(config, mesh)
+  stream = item_stream(items, cfg, batch, model.tokenizer.pad_id, cache, pack_length, row_multiple)
   writer = MetricWriter(workdir)
   best = selection.read_best(workdir) or {"score": -math.inf, "step": None, "details": None}
 
@@ -349,9 +387,7 @@ def _packed(states: np.ndarray, batch: dict, length: int) -> tuple[jax.Array, di
   lengths = batch["mask"].sum(axis=1)
   count = int((lengths > 0).sum())  # the utterances; the rows after them pad the batch
   packed = batching.pack_rows([states[u, : lengths[u]] for u in range(count)], length, row_multiple=2)
-  row_of, start_of = np.zeros(len(lengths), np.int32), np.zeros(len(lengths), np.int32)
-  for r, position in zip(*np.nonzero((packed["offsets"] == 0) & (packed["owner"] >= 0))):
-    row_of[packed["owner"][r, position]], start_of[packed["owner"][r, position]] = r, position
+  row_of, start_of = batching.packed_starts(packed["owner"], packed["offsets"], len(lengths))
 
   def moved(rows):
     out = rows.copy()

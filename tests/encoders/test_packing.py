@@ -1,8 +1,6 @@
 """Packed rows (``encoders.packing``): token ids or cached prefix states, several utterances to a row, pool to
 the unpacked vectors, and give the MNEG and ConvFiT Stage 2 losses' values and gradients of the padded batches."""
 
-import json
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,12 +42,7 @@ def test_packed_rows_give_each_utterance_its_own_vector(kind, cached, tiny_bert_
 
 @pytest.fixture
 def dropout_free_bert(tmp_path):
-  (tmp_path / "tiny").mkdir()
-  directory = tiny.write_checkpoint(tmp_path / "tiny", "bert")
-  hf = json.loads((directory / "config.json").read_text())
-  hf.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-  (directory / "config.json").write_text(json.dumps(hf))
-  return pretrained.load_pretrained(str(directory))
+  return pretrained.load_pretrained(str(tiny.write_dropout_free_checkpoint(tmp_path, "bert")))
 
 
 def test_mneg_losses_on_packed_batches_equal_the_padded_ones(dropout_free_bert):

@@ -19,22 +19,62 @@ def _toy_slot_utterances():
           for w in words]
 
 
-@pytest.mark.parametrize("reduction,negatives,cosine_scale", [
-    ("max", 0, 0.0), pytest.param("mean", 0, 0.0, marks=pytest.mark.slow), ("max", 3, 20.0)])
-def test_sharded_batch_softmax_equals_single_device(tiny_bert_dir, reduction, negatives, cosine_scale):
+@pytest.mark.parametrize("reduction,negatives,cosine_scale,packing", [
+    ("max", 0, 0.0, False), pytest.param("mean", 0, 0.0, False, marks=pytest.mark.slow), ("max", 3, 20.0, False),
+    ("max", 3, 20.0, True)])
+def test_sharded_batch_softmax_equals_single_device(tiny_bert_dir, reduction, negatives, cosine_scale, packing):
+  from fewshot_nlu.train import run as train_run
   model = pretrained.load_pretrained(str(tiny_bert_dir))
   config = _config(reduction)
   config.retriever.cosine_scale = cosine_scale
+  if packing:  # rows of 32 tokens (the items' utterances are encoded to at most 32)
+    config.train.packing, config.model.max_length = True, 32
   items = retriever_training.slot_items(model.tokenizer, _toy_slot_utterances(), 32, negatives=negatives)
   loss_fn = retriever_training.make_loss_fn(model.config, config, len(items.label_names), span=True)
 
   def make_batch(mesh):
-    stream = retriever_training.item_stream(items, config, 8, model.tokenizer.pad_id)
-    return next(stream)
+    stream = retriever_training.item_stream(items, config, 8, model.tokenizer.pad_id, None,
+                                            *train_run.packing_layout(config, mesh))
+    batch = next(stream)
+    assert ("item_row" in batch) == packing
+    return batch
 
   tiny.assert_sharded_loss_equals_single_device({"encoder": model.params},
                                                 {"encoder": transformer.logical_axes(model.config)},
                                                 loss_fn, make_batch, atol=1e-4)  # grads ~6: float32 rounding
+
+
+@pytest.mark.parametrize("kind", ["bert", "mpnet"])
+@pytest.mark.parametrize("cached", [False, True])
+def test_batch_softmax_on_packed_rows_equals_the_padded_one(kind, cached, tmp_path):
+  """The span loss (Retriever Eq. 4, with "none" spans) gives the same value and gradients when the items'
+  utterances are packed several to a row (``train.packing``) as when each is padded to a length bucket: token ids
+  or a cached frozen prefix's states; MPNet's relative positions too (dropout off: both layouts see one network)."""
+  from fewshot_nlu.encoders import frozen_prefix
+  model = pretrained.load_pretrained(str(tiny.write_dropout_free_checkpoint(tmp_path, kind)))
+  config = _config()
+  config.retriever.cosine_scale = 20.0
+  items = retriever_training.slot_items(model.tokenizer, _toy_slot_utterances(), 32, negatives=3)
+  params = {"encoder": model.params}
+  cache = None
+  if cached:
+    frozen, top = frozen_prefix.split(model.params, model.config, 1)
+    cache = frozen_prefix.PrefixCache(model.config, frozen, pad_id=model.tokenizer.pad_id, max_length=32)
+    params = {"encoder": top}
+  loss_fn = retriever_training.make_loss_fn(model.config, config, len(items.label_names), span=True)
+  values = []
+  for pack_length in (0, 64):
+    batch = next(retriever_training.item_stream(items, config, 8, model.tokenizer.pad_id, cache, pack_length, 2))
+    assert ("text_owner" in batch) == bool(pack_length)
+    if pack_length:
+      assert batch["text_ids"].shape[0] < 8  # several utterances share a row
+      rows, starts = batch["item_row"], batch["item_start"]  # each item's utterance begins there
+      assert all(batch["text_owner"][rows[i], starts[i]] == i and batch["text_offsets"][rows[i], starts[i]] == 0
+                 for i in range(int(batch["valid"].sum())))
+    values.append(jax.value_and_grad(lambda p, b: loss_fn(p, b, jax.random.key(0))[0])(params, batch))
+  assert np.isfinite(values[0][0]) and values[0][0] > 0
+  np.testing.assert_allclose(values[1][0], values[0][0], rtol=1e-5, atol=1e-6)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5), values[1][1], values[0][1])
 
 
 def test_negative_spans_are_spans_of_the_same_utterance_that_are_no_slot(tiny_bert_dir):
