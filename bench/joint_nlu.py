@@ -109,17 +109,16 @@ VARIANTS["untouched-mpnet-slots"] = {**MPNET_SLOTS, "slots.support_steps": (0,)}
 # both parts on MPNet-base: the slot filler as learned-mpnet-slots, the intents as learned-mpnet-intents (ConvFiT, the
 # embeddings + 4 layers frozen)
 VARIANTS["learned-mpnet"] = {**MPNET_SLOTS, "intents.model.name": "mpnet-base", "intents.train.frozen_prefix_layers": 4}
-# expected slots (opt-in: a slot every example of an intent holds is filled in where decoding left it out, if the
-# cross-validation prefers it; models.slot_filler.fill_expected)
-for _name in ("learned-mpnet-slots", "learned-mpnet"):
-  VARIANTS[f"{_name}-expected"] = {**VARIANTS[_name], "slots.expected_shares": (1.0,)}
 # the slot filler on MPNet-base from a general span encoder built on it (``--span-encoder``: configs/span_encoder.py
 # with --config.model.name=mpnet-base --config.retriever.encoder_layers=6; joint_nlu_notes.md has its command):
 # learning the examples / retrieval alone
 MPNET_GENERAL_SLOTS = {"slots.model": "mpnet-base", "slots.encoder_layers": 6}
 VARIANTS["learned-mpnet-general-slots"] = MPNET_GENERAL_SLOTS
 VARIANTS["retrieval-mpnet-general-slots"] = {**MPNET_GENERAL_SLOTS, "slots.support_steps": (0,)}
-VARIANTS["learned-mpnet-general-slots-expected"] = {**MPNET_GENERAL_SLOTS, "slots.expected_shares": (1.0,)}
+# expected slots (opt-in: a slot every example of an intent holds is filled in where decoding left it out, if the
+# cross-validation prefers it; models.slot_filler.fill_expected)
+for _name in ("learned-mpnet-slots", "learned-mpnet", "learned-mpnet-general-slots"):
+  VARIANTS[f"{_name}-expected"] = {**VARIANTS[_name], "slots.expected_shares": (1.0,)}
 
 
 def uses_span_encoder(variant: str) -> bool:

@@ -20,7 +20,8 @@ The parts:
     ``slots.encoder``: ``general`` (the general span encoder ``configs/span_encoder.py`` installs, trained on
     public slot corpora; the untouched ``slots.model`` cut at ``slots.encoder_layers`` when none built on that
     model is installed, said in one line), or a folder. ``slots.model = "mpnet-base"`` with
-    ``slots.encoder_layers = 6`` puts the slot filler on MPNet-base (no general span encoder is built on it):
+    ``slots.encoder_layers = 6`` puts the slot filler on MPNet-base (a general span encoder built on it where one is
+    installed, ``defaults/span_encoder.py`` has the command; else the untouched model):
     more accurate than the MiniLM one, at about twice its fit and parse time (bench/results/joint_nlu_notes.md). It then learns the user's examples (``methods.span_training``: the batch softmax
     over their slot spans against every other span of their utterances) with one of ``slots.modes`` — a span
     metric W = I + D over the encoder's vectors (``metric``, lr ``slots.learning_rate``) or the encoder's layers

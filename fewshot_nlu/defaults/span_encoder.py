@@ -8,6 +8,15 @@ Trains on the slot spans of SNIPS, MixATIS, NLU++ and SGD (their training data o
 softmax, the settings of ``configs/retriever_snips.py`` (MiniLM cut after layer 3, embeddings + layer 0 frozen,
 4 "none" spans per item, s = 20 cos, lr 1e-4), 32 slot types x 4 spans per step for 1,500 steps (~1.9 s each on
 2 CPU cores: about 50 minutes); installs the result where ``fit(..., method="nlu")`` looks for it.
+
+On MPNet-base (the slot filler's ``slots.model=mpnet-base``, ``slots.encoder_layers=6``), packed rows and a deeper
+frozen prefix make it affordable here (``train.packing``: the items' utterances several to a row of 64 tokens,
+the same loss as padded rows; bench/results/joint_nlu_notes.md has the timings and what it does for the slots;
+one general span encoder is installed at a time, so this one replaces a MiniLM one):
+
+  python -m fewshot_nlu.main --config=configs/span_encoder.py --workdir=runs/span_encoder_mpnet \\
+      --config.model.name=mpnet-base --config.retriever.encoder_layers=6 --config.train.frozen_prefix_layers=3 \\
+      --config.train.max_steps=400 --config.train.packing=True
 """
 
 import ml_collections

@@ -39,9 +39,9 @@ def test_only_variants_that_start_from_the_general_span_encoder_need_one():
 
 
 def test_only_the_expected_variants_opt_in_to_expected_slots():
-  """Expected slots are opt-in: the two ``-expected`` variants are their MPNet namesakes with
+  """Expected slots are opt-in: the ``-expected`` variants are their MPNet namesakes with
   ``slots.expected_shares=(1.0,)``; no other variant sets it (the default, off, as every earlier row ran)."""
-  expected = {"learned-mpnet-slots-expected", "learned-mpnet-expected"}
+  expected = {"learned-mpnet-slots-expected", "learned-mpnet-expected", "learned-mpnet-general-slots-expected"}
   assert not [v for v in set(joint_nlu.VARIANTS) - expected if "slots.expected_shares" in joint_nlu.VARIANTS[v]]
   for name in expected:
     assert joint_nlu.VARIANTS[name] == {**joint_nlu.VARIANTS[name.removesuffix("-expected")],
