@@ -126,6 +126,18 @@ def uses_span_encoder(variant: str) -> bool:
   return VARIANTS[variant].get("slots.encoder") != ""
 
 
+def span_encoder_mismatch(variant: str, span_encoder: pathlib.Path) -> str | None:
+  """Why ``span_encoder`` does not suit ``variant`` (a variant naming ``slots.model`` wants an encoder built on that
+  model: its ``span_encoder.json``'s ``base_model``), or None."""
+  wanted = VARIANTS[variant].get("slots.model")
+  marker = span_encoder / "span_encoder.json"
+  built_on = json.loads(marker.read_text()).get("base_model") if marker.is_file() else None
+  if wanted and built_on != wanted:
+    return (f"{span_encoder}: a span encoder built on {built_on}, but --variant {variant} puts the slot filler on "
+            f"{wanted}: pass --span-encoder with one built on {wanted} (module docstring)")
+  return None
+
+
 def draw(data_dir: str, cell: str, seed: int) -> list[dict]:
   """The annotated training utterances of ``cell`` for ``seed`` (module docstring), as fit's JSON-lines rows."""
   from fewshot_nlu.data import annotated
@@ -416,6 +428,9 @@ def main() -> None:
     general = uses_span_encoder(args.variant)
     if general and not span_encoder.is_dir():
       raise SystemExit(f"{span_encoder}: no span encoder; build it first (module docstring)")
+    mismatch = general and span_encoder_mismatch(args.variant, span_encoder)
+    if mismatch:
+      raise SystemExit(mismatch)
     for cell in expand_cells(args.cells):
       dataset, kind = cell.split(":")
       snips = dataset == "snips" and kind[:1] in ("k", "n")

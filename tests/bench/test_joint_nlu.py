@@ -102,3 +102,14 @@ def test_restaurants8k_context_gives_the_requested_slots_to_the_examples_and_to_
 
   joint_nlu.scored_spans(Model(), rows)
   assert seen == [[["time"], None, ["first_name", "last_name"]]]
+
+
+def test_a_variant_on_mpnet_refuses_a_span_encoder_built_on_another_model(tmp_path):
+  import json
+  export = tmp_path / "export"
+  export.mkdir()
+  (export / "span_encoder.json").write_text(json.dumps({"base_model": "minilm-l6"}))
+  assert joint_nlu.span_encoder_mismatch("learned", export) is None  # no model named: any encoder
+  assert "built on minilm-l6" in joint_nlu.span_encoder_mismatch("learned-mpnet-general-slots", export)
+  (export / "span_encoder.json").write_text(json.dumps({"base_model": "mpnet-base"}))
+  assert joint_nlu.span_encoder_mismatch("learned-mpnet-general-slots", export) is None
