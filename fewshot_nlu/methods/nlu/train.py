@@ -176,14 +176,17 @@ def base_encoder(config) -> tuple[pretrained.Pretrained, str]:
     builds_it = installed is None and s.model == pretrained.DEFAULT_MODEL  # the build command builds on MiniLM
     what = "no general span encoder" + ("" if builds_it else f" built on {s.model}")
     held = f": it holds one built on {built_on}" if built_on else ""
-    build = ("; build one (about 40 minutes on 2 CPU cores: 1,500 steps of ~1.5 s; from the public slot corpora in "
-             "$FEWSHOT_NLU_DATA) with `python -m fewshot_nlu.main --config=configs/span_encoder.py "
-             "--workdir=runs/span_encoder`") if builds_it else ""
-    if s.model == "mpnet-base":  # the setting measured on it (defaults/span_encoder.py)
+    if builds_it:
+      build = ("; build one (about 40 minutes on 2 CPU cores: 1,500 steps of ~1.5 s; from the public slot corpora "
+               "in $FEWSHOT_NLU_DATA) with `python -m fewshot_nlu.main --config=configs/span_encoder.py "
+               "--workdir=runs/span_encoder`")
+    elif s.model == "mpnet-base":  # the setting measured on it (defaults/span_encoder.py)
       build = ("; build one (about 55 minutes on 2 CPU cores; it replaces any other installed) with `python -m "
                "fewshot_nlu.main --config=configs/span_encoder.py --workdir=runs/span_encoder_mpnet "
                f"--config.model.name=mpnet-base --config.retriever.encoder_layers={s.encoder_layers} "
                "--config.train.frozen_prefix_layers=3 --config.train.max_steps=400`")
+    else:
+      build = ""
     log.warning("%s is installed (%s%s): the slot filler starts from %s cut at layer %d%s", what,
                 span_encoder.install_dir(), held, s.model, s.encoder_layers, build)
   if s.encoder in ("general", ""):
