@@ -100,9 +100,9 @@ for _name in [n for n in VARIANTS if n.startswith("learned") and n != "learned"]
   VARIANTS[_name] = {**VARIANTS[_name], "slots.modes": ("metric",)}
 VARIANTS["learned-metric"] = {"slots.modes": ("metric",)}
 # the slot filler on MPNet-base (all-mpnet-base-v2, the papers' model size) instead of MiniLM, from the untouched
-# model cut after 6 of its 12 layers: no general span encoder is trained on MPNet, so neither row uses one. The
-# depth is the one the cross-validation on the examples preferred (SNIPS N = 64, seed 0, retrieval alone: CV F1
-# 62.1 / 62.9 / 60.9 / 42.0 at 4 / 6 / 8 / 12 layers; joint_nlu_notes.md)
+# model cut after 6 of its 12 layers (slots.encoder = "": no general span encoder; the *-general-slots rows use
+# one). The depth is the one the cross-validation on the examples preferred (SNIPS N = 64, seed 0, retrieval
+# alone: CV F1 62.1 / 62.9 / 60.9 / 42.0 at 4 / 6 / 8 / 12 layers; joint_nlu_notes.md)
 MPNET_SLOTS = {"slots.encoder": "", "slots.model": "mpnet-base", "slots.encoder_layers": 6}
 VARIANTS["learned-mpnet-slots"] = MPNET_SLOTS
 VARIANTS["untouched-mpnet-slots"] = {**MPNET_SLOTS, "slots.support_steps": (0,)}

@@ -13,7 +13,7 @@ EPYC: about 40 minutes there); installs the result where ``fit(..., method="nlu"
 On MPNet-base (the slot filler's ``slots.model=mpnet-base``, ``slots.encoder_layers=6``), packed rows and a deeper
 frozen prefix make it affordable here (``train.packing``: the items' utterances several to a row of 64 tokens,
 the same loss as padded rows; bench/results/joint_nlu_notes.md has the timings and what it does for the slots;
-one general span encoder is installed at a time, so this one replaces a MiniLM one):
+it installs beside a MiniLM one: one installed encoder per base model):
 
   python -m fewshot_nlu.main --config=configs/span_encoder.py --workdir=runs/span_encoder_mpnet \\
       --config.model.name=mpnet-base --config.retriever.encoder_layers=6 --config.train.frozen_prefix_layers=3 \\

@@ -10,17 +10,21 @@ frozen, "none" spans of each item's utterance in the softmax, s = 20 cos; batche
 spans of each of ``retriever.labels_per_batch`` labels drawn per step (the corpora hold ~190 slot types), for
 ``train.max_steps`` steps; at most ``retriever.max_items_per_label`` spans of a label are kept (seeded).
 
-The run exports the encoder (``export/``, with ``span_encoder.json`` recording its corpora) and, with
-``install`` (and nothing excluded), copies it to ``install_dir()`` (``$FEWSHOT_NLU_CACHE/span_encoder``, default
-``~/.cache/fewshot_nlu``), where ``fit(..., method="nlu")`` finds it.
+The run exports the encoder (``export/``, with ``span_encoder.json`` recording its corpora and base model) and,
+with ``install`` (and nothing excluded), copies it to ``install_dir(model)``
+(``$FEWSHOT_NLU_CACHE/span_encoder/<model>``, default ``~/.cache/fewshot_nlu``), where ``fit(..., method="nlu")``
+finds it for a slot filler on that model: one installed encoder per base model, so building one on MPNet-base
+leaves the MiniLM one in place.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import pathlib
+import re
 import shutil
 
 import jax
@@ -37,14 +41,34 @@ log = logging.getLogger(__name__)
 MARKER = "span_encoder.json"
 
 
-def install_dir() -> pathlib.Path:
+def install_root() -> pathlib.Path:
+  """Where general span encoders are installed, one folder per base model."""
   return pathlib.Path(os.environ.get("FEWSHOT_NLU_CACHE", "~/.cache/fewshot_nlu")).expanduser() / "span_encoder"
 
 
-def installed() -> pathlib.Path | None:
-  """The installed general span encoder, if any."""
-  folder = install_dir()
-  return folder if (folder / MARKER).is_file() else None
+def install_dir(model_name: str) -> pathlib.Path:
+  """The install folder of the general span encoder built on ``model_name``: the name itself where it is a plain
+  name (``minilm-l6``, ``mpnet-base``), else its characters kept readable plus a hash of the whole name."""
+  slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model_name).strip("_.")
+  if slug != model_name:
+    slug = f"{slug[-60:]}-{hashlib.sha1(model_name.encode()).hexdigest()[:8]}"
+  return install_root() / slug
+
+
+def installed(model_name: str) -> pathlib.Path | None:
+  """The installed general span encoder built on ``model_name``, if any (also one installed by a version that kept a
+  single encoder directly in ``install_root()``, where it was built on that model)."""
+  for folder in (install_dir(model_name), install_root()):
+    if (folder / MARKER).is_file() and base_model(folder) == model_name:
+      return folder
+  return None
+
+
+def installed_models() -> list[str]:
+  """The base models of every installed general span encoder."""
+  root = install_root()
+  markers = [root / MARKER, *sorted(root.glob(f"*/{MARKER}"))] if root.is_dir() else []
+  return [base_model(m.parent) for m in markers if m.is_file() and not m.parent.name.startswith(".")]
 
 
 def base_model(folder: pathlib.Path) -> str:
@@ -104,10 +128,11 @@ def run(config: ml_collections.ConfigDict, workdir: pathlib.Path) -> dict:
       pretrained.save_pretrained(export, model.config, params, model.tokenizer)
       (export / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
     if config.install and not config.data.exclude:
-      with workdirs.atomic_folder(install_dir()) as folder:
+      target = install_dir(config.model.name)
+      with workdirs.atomic_folder(target) as folder:
         shutil.copytree(workdir / "export", folder, dirs_exist_ok=True)
-      results["installed"] = str(install_dir())
-      log.info("installed the general span encoder in %s", install_dir())
+      results["installed"] = str(target)
+      log.info("installed the general span encoder built on %s in %s", config.model.name, target)
   return workdirs.write_results(workdir, results)
 
 

@@ -169,26 +169,24 @@ def base_encoder(config) -> tuple[pretrained.Pretrained, str]:
   ``slots.model``, else the untouched ``slots.model`` cut at ``slots.encoder_layers``; or a folder)."""
   s = config.slots
   if s.encoder == "general":
-    installed = span_encoder.installed()
-    built_on = span_encoder.base_model(installed) if installed is not None else None
-    if built_on == s.model:
+    installed = span_encoder.installed(s.model)
+    if installed is not None:
       return pretrained.load_pretrained(str(installed)), f"general span encoder ({installed})"
-    builds_it = installed is None and s.model == pretrained.DEFAULT_MODEL  # the build command builds on MiniLM
-    what = "no general span encoder" + ("" if builds_it else f" built on {s.model}")
-    held = f": it holds one built on {built_on}" if built_on else ""
-    if builds_it:
+    others = span_encoder.installed_models()
+    held = f": it holds ones built on {', '.join(others)}" if others else ""
+    if s.model == pretrained.DEFAULT_MODEL:  # the build command's default model
       build = ("; build one (about 40 minutes on 2 CPU cores: 1,500 steps of ~1.5 s; from the public slot corpora "
                "in $FEWSHOT_NLU_DATA) with `python -m fewshot_nlu.main --config=configs/span_encoder.py "
                "--workdir=runs/span_encoder`")
     elif s.model == "mpnet-base":  # the setting measured on it (defaults/span_encoder.py)
-      build = ("; build one (about 55 minutes on 2 CPU cores; it replaces any other installed) with `python -m "
-               "fewshot_nlu.main --config=configs/span_encoder.py --workdir=runs/span_encoder_mpnet "
-               f"--config.model.name=mpnet-base --config.retriever.encoder_layers={s.encoder_layers} "
-               "--config.train.frozen_prefix_layers=3 --config.train.max_steps=400`")
+      build = ("; build one (about 55 minutes on 2 CPU cores) with `python -m fewshot_nlu.main "
+               "--config=configs/span_encoder.py --workdir=runs/span_encoder_mpnet --config.model.name=mpnet-base "
+               f"--config.retriever.encoder_layers={s.encoder_layers} --config.train.frozen_prefix_layers=3 "
+               "--config.train.max_steps=400`")
     else:
       build = ""
-    log.warning("%s is installed (%s%s): the slot filler starts from %s cut at layer %d%s", what,
-                span_encoder.install_dir(), held, s.model, s.encoder_layers, build)
+    log.warning("no general span encoder built on %s is installed (%s%s): the slot filler starts from %s cut at "
+                "layer %d%s", s.model, span_encoder.install_root(), held, s.model, s.encoder_layers, build)
   if s.encoder in ("general", ""):
     model = pretrained.lower_layers(pretrained.load_pretrained(s.model), s.encoder_layers)
     return model, f"{s.model} (untouched, layers 0-{s.encoder_layers - 1})"
