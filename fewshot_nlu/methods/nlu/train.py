@@ -173,7 +173,7 @@ def base_encoder(config) -> tuple[pretrained.Pretrained, str]:
     if installed is not None:
       return pretrained.load_pretrained(str(installed)), f"general span encoder ({installed})"
     others = span_encoder.installed_models()
-    held = f": it holds ones built on {', '.join(others)}" if others else ""
+    held = f": it holds {'one' if len(others) == 1 else 'ones'} built on {', '.join(others)}" if others else ""
     if s.model == pretrained.DEFAULT_MODEL:  # the build command's default model
       build = ("; build one (about 40 minutes on 2 CPU cores: 1,500 steps of ~1.5 s; from the public slot corpora "
                "in $FEWSHOT_NLU_DATA) with `python -m fewshot_nlu.main --config=configs/span_encoder.py "

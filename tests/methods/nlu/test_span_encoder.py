@@ -41,7 +41,7 @@ def test_the_general_span_encoder_trains_installs_and_is_what_fit_starts_from(ti
                  slots={**slots, "model": str(other), "encoder_layers": 1}, compilation_cache_dir="")
   assert model.results["slots"]["encoder"] == f"{other} (untouched, layers 0-0)"
   assert (f"no general span encoder built on {other} is installed ({span_encoder_method.install_root()}: it holds "
-          f"ones built on {tiny_bert_dir}): the slot filler starts from {other} cut at layer 1") in caplog.text
+          f"one built on {tiny_bert_dir}): the slot filler starts from {other} cut at layer 1") in caplog.text
   # one installed encoder per base model: building on the other model installs beside the first, not over it
   config.model.name = str(other)
   main.run(config, tmp_path / "run_other")
