@@ -32,7 +32,7 @@ from typing import Any, Iterator, Sequence
 
 import ml_collections
 
-from fewshot_nlu import console
+from fewshot_nlu import console, workdirs
 from fewshot_nlu.config_checks import ConfigError, python_spelling
 from fewshot_nlu.data import user_examples
 from fewshot_nlu.errors import DataError, MissingDataFile, UserError
@@ -48,7 +48,7 @@ DATA_FIELDS = ("data.builder", "data.builder_config", "data.raw_dir", "data.dir"
 
 def cache_dir() -> pathlib.Path:
   """Where ``fit`` writes the examples it trains on (``$FEWSHOT_NLU_CACHE/fit_data``)."""
-  return pathlib.Path(os.environ.get("FEWSHOT_NLU_CACHE", "~/.cache/fewshot_nlu")).expanduser() / "fit_data"
+  return workdirs.cache_root() / "fit_data"
 
 
 def default_config(method: str, train: user_examples.Examples) -> ml_collections.ConfigDict:

@@ -33,6 +33,12 @@ from etils import epath
 from fewshot_nlu.errors import UserError
 
 
+def cache_root() -> pathlib.Path:
+  """The library's own cache (``$FEWSHOT_NLU_CACHE``, default ``~/.cache/fewshot_nlu``): fit's training files,
+  assembled packaged models, installed general span encoders."""
+  return pathlib.Path(os.environ.get("FEWSHOT_NLU_CACHE", "~/.cache/fewshot_nlu")).expanduser()
+
+
 def as_path(workdir: str | os.PathLike) -> epath.Path:
   return epath.Path(workdir)
 

