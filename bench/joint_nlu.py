@@ -432,7 +432,7 @@ def main() -> None:
     if mismatch:
       raise SystemExit(mismatch)
     for cell in expand_cells(args.cells):
-      dataset, kind = cell.split(":")
+      dataset, _, kind = cell.partition(":")
       snips = dataset == "snips" and kind[:1] in ("k", "n")
       nlupp = (dataset in ("nlupp-banking", "nlupp-hotels") and kind[:1] == "f" and kind[1:].isdigit()
                and int(kind[1:]) < 20)

@@ -7,6 +7,8 @@ import json
 import pathlib
 import sys
 
+import pytest
+
 sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "bench"))  # bench scripts import their siblings
 
 from bench import joint_nlu  # noqa: E402
@@ -113,3 +115,10 @@ def test_a_variant_on_mpnet_refuses_a_span_encoder_built_on_another_model(tmp_pa
   assert "built on minilm-l6" in joint_nlu.span_encoder_mismatch("learned-mpnet-general-slots", export)
   (export / "span_encoder.json").write_text(json.dumps({"base_model": "mpnet-base"}))
   assert joint_nlu.span_encoder_mismatch("learned-mpnet-general-slots", export) is None
+
+
+def test_a_cell_without_its_dataset_is_refused_with_the_cell_forms(monkeypatch):
+  """``--cells k10`` (no ``snips:``) ends with the list of cell forms, not a traceback."""
+  monkeypatch.setattr(sys, "argv", ["joint_nlu.py", "--cells", "k10", "--variant", "untouched"])
+  with pytest.raises(SystemExit, match=r"^k10: cells are snips:k<K>, snips:n<N>"):
+    joint_nlu.main()
