@@ -15,6 +15,7 @@ import shutil
 import time
 from typing import Any
 
+import jax
 import orbax.checkpoint as ocp
 
 from fewshot_nlu import workdirs
@@ -27,10 +28,21 @@ class CheckpointUnreadable(UserError, RuntimeError):
   """No checkpoint in the workdir restores."""
 
 
+def _write_replicated_arrays_whole_in_one_process() -> None:
+  """Orbax's jax.Array writer splits an array replicated over several devices into one slice per replica so
+  that each replica's host writes a part (``use_replica_parallel``, its default off GPU). In one process the
+  same host writes every part, so the split only adds an eager slice per array and replica: 6% of a tiny-model
+  ConvFiT test with 8 host devices and saves every 2 steps. It stays on across processes, where it spreads the
+  writing; either way the checkpoint restores the same arrays. (Orbax keeps one handler per type for the process.)"""
+  ocp.type_handlers.register_type_handler(
+      jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=jax.process_count() > 1), override=True)
+
+
 class Checkpointer:
 
   def __init__(self, workdir: str | pathlib.Path, save_every: int, keep: int = 2,
                async_save: bool = True):
+    _write_replicated_arrays_whole_in_one_process()
     directory = f"{workdir}/checkpoints" if workdirs.is_remote(workdir) \
         else pathlib.Path(workdir).absolute() / "checkpoints"
     self.manager = ocp.CheckpointManager(
