@@ -5,11 +5,13 @@ import pathlib
 
 import jax
 import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 
 from configs import intent_mneg as baseline_config
 from fewshot_nlu import errors
 from fewshot_nlu.methods import baseline as intent_mneg
+from fewshot_nlu.train import checkpoint
 from tests.train.helpers import _loop
 
 
@@ -51,3 +53,23 @@ def test_no_checkpoint_that_restores_is_one_user_error(tiny_model, tmp_path):
   message = errors.one_line(info.value)
   assert message and message.startswith("error: no checkpoint under ") and "step 2 (" in message
   assert message.endswith("rerun with --overwrite to start afresh")
+
+
+def test_one_process_writes_replicated_arrays_whole_quietly_and_restores_them(tmp_path, caplog):
+  """Orbax's jax.Array handler is registered once, without its override warning, with its replica-parallel split
+  off in one process; an array replicated over the 8 host devices comes back equal, with its sharding."""
+  mesh = jax.sharding.Mesh(np.array(jax.devices()), ("data",))
+  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+  state = {"w": jax.device_put(np.arange(24, dtype=np.float32).reshape(6, 4), replicated)}
+  with caplog.at_level("WARNING"):
+    for name in ("a", "b"):
+      saver = checkpoint.Checkpointer(tmp_path / name, save_every=1)
+      assert saver.save(1, state, {"position": 3})
+      saver.wait()
+  assert "Type handler registry" not in caplog.text
+  handler = ocp.type_handlers.get_type_handler(jax.Array)
+  assert handler is checkpoint._ARRAY_HANDLERS[False] and not handler._use_replica_parallel
+  abstract = {"w": jax.ShapeDtypeStruct((6, 4), np.float32, sharding=replicated)}
+  restored, data = checkpoint.Checkpointer(tmp_path / "b", save_every=1).restore(abstract, 1)
+  np.testing.assert_array_equal(np.asarray(restored["w"]), np.asarray(state["w"]))
+  assert restored["w"].sharding == replicated and data == {"position": 3}
