@@ -1,6 +1,6 @@
-"""Retriever on the shipped MiniLM-L6, CPU: SNIPS 5-shot slot filling over the 7 test domains (Retriever^frz,
-Retriever, Proto; Table 2) and the CLINC (n_c, n_i) = (10, 10) 5-shot intent table (Table 1), next to the
-paper's BERT-base numbers.
+"""Retriever on the shipped MiniLM-L6 (and MPNet-base, ``--model``), CPU: SNIPS 5-shot slot filling over the 7 test
+domains (Retriever^frz, Retriever, Proto; Table 2) and the CLINC (n_c, n_i) = (10, 10) 5-shot intent table
+(Table 1), next to the paper's BERT-base numbers.
 
   python bench/retriever.py                   # the default plan (resumable: finished runs are not repeated)
   python bench/retriever.py --part snips      # only SNIPS (or --part clinc)
@@ -17,6 +17,7 @@ evaluation protocol, a CPU training budget (its docstring says how training diff
   python bench/retriever.py --part snips --only snips-tuned-encoder --seeds 0   # by the encoder (~5.6 h)
   python bench/retriever.py --part snips --only snips-tuned-encoder --seeds 0 --folds 5,6,7   # a fold per run
   python bench/retriever.py --part none --ablate no-negatives,dot   # development-data ablations on fold 1
+  python bench/retriever.py --part snips --only snips-frz --model mpnet-base   # the papers' model size
 
 With ``--folds`` every fold is its own run and row (``<row>-<seed>-fold<k>``), so a long row lands fold by fold
 and a later session (another machine) goes on from the folds already in ``retriever.jsonl``; the table merges a
@@ -32,6 +33,21 @@ import statistics
 from runner import REPO, RESULTS, finish_table, load_rows, run_main
 
 ROWS = RESULTS / "retriever.jsonl"
+# The encoders (``--model``): MiniLM-L6 ships; MPNet-base is the papers' model size (bench/models.py). A model's
+# SNIPS rows are named ``<row>-<model>`` (the default model's: ``<row>``) and run with its overrides. MPNet-base:
+# span vectors from its layer MPNET_LAYER, chosen on fold 1's development domain (PlayMusic) with the untouched
+# encoder over layers 3, 4, 6, 8, 12 (retriever_notes.md), as MiniLM's layer 3 was on fold 1's development domain;
+# embeddings + half the cut frozen in training (the MPNet general span encoder's 3 of 6), the items' utterances
+# packed several to a row (``train.packing``: the padded rows' loss, ~2x faster a step on MPNet; MiniLM's rows ran
+# padded), and in the per-episode encoder learner only the cut's top layer learns (as on MiniLM: layer 2 of 3).
+MPNET_LAYER = 6
+MODELS = {"minilm-l6": ("MiniLM-L6", ()),
+          "mpnet-base": ("MPNet-base", ("--config.model.name=mpnet-base",
+                                        f"--config.retriever.encoder_layers={MPNET_LAYER}",
+                                        f"--config.train.frozen_prefix_layers={MPNET_LAYER // 2}",
+                                        "--config.train.packing=True",
+                                        f"--config.retriever.support_frozen_layers={MPNET_LAYER - 1}"))}
+DEFAULT_MODEL = "minilm-l6"
 DOMAINS = ("GetWeather", "PlayMusic", "AddToPlaylist", "RateBook", "SearchScreeningEvent", "BookRestaurant",
            "SearchCreativeWork")
 # name -> (variant of configs/retriever_snips.py, label, seeds run by default)
@@ -63,14 +79,21 @@ ABLATIONS = {
 ABLATION_ROWS = RESULTS / "retriever_ablations.jsonl"
 
 
+def row_name(name: str, model: str) -> str:
+  """A SNIPS row's name in retriever.jsonl: the default model's rows keep the bare name."""
+  return name if model == DEFAULT_MODEL else f"{name}-{model}"
+
+
 def run_snips(args, runs_dir: pathlib.Path) -> None:
   done = {(r["name"], r["seed"], f["test_domain"]) for r in load_rows(ROWS) for f in r["results"].get("folds", [])}
-  for name, (variant, _, seeds) in SNIPS.items():
-    if args.only and name not in args.only:
+  for bare, (variant, _, seeds) in SNIPS.items():
+    if args.only and bare not in args.only:
       continue
-    chosen = name == "snips" or name in args.only  # --seeds applies to the default row or the rows named
+    name = row_name(bare, args.model)
+    chosen = bare == "snips" or bare in args.only  # --seeds applies to the default row or the rows named
     for seed in (args.seeds if chosen and args.seeds is not None else seeds):
-      command = [f"--config=configs/retriever_snips.py:{variant}", f"--config.seed={seed}", *args.extra]
+      command = [f"--config=configs/retriever_snips.py:{variant}", f"--config.seed={seed}", *MODELS[args.model][1],
+                 *args.extra]
       for fold in args.folds or [None]:
         if all((name, seed, domain) in done for domain in (DOMAINS if fold is None else DOMAINS[fold - 1:fold])):
           continue  # already rows (from a whole run or fold runs), on this machine or another
@@ -102,10 +125,11 @@ def snips_table(rows: list[dict]) -> list[str]:
            "100 episodes. Ours: mean over seeds (± std of the average over seeds where several ran).", "",
            "| model | " + " | ".join(abbreviations) + " | Average F1 | seeds | wall (s) per seed |",
            "|---|" + "---:|" * 10]
-  for name, (_, label, _) in SNIPS.items():
-    seeds = seed_folds([r for r in rows if r["name"] == name])
+  for (bare, (_, label, _)), model in ((row, model) for model in MODELS for row in SNIPS.items()):
+    seeds = seed_folds([r for r in rows if r["name"] == row_name(bare, model)])
     if not seeds:
       continue
+    encoder = MODELS[model][0]
     whole = {seed: f1 for seed, (f1, _) in seeds.items() if len(f1) == len(DOMAINS)}
     partial = {seed: f1 for seed, (f1, _) in seeds.items() if seed not in whole}
     if whole:
@@ -113,11 +137,11 @@ def snips_table(rows: list[dict]) -> list[str]:
       averages = [statistics.mean(f1.values()) for f1 in whole.values()]
       spread = f" ± {statistics.stdev(averages):.2f}" if len(averages) > 1 else ""
       walls = " / ".join(f"{seeds[s][1]:.0f}" for s in whole)
-      lines.append(f"| {label} (MiniLM-L6, ours) | " + " | ".join(cells)
+      lines.append(f"| {label} ({encoder}, ours) | " + " | ".join(cells)
                    + f" | {statistics.mean(averages):.2f}{spread} | {len(whole)} | {walls} |")
     for seed, f1 in partial.items():
       cells = [f"{f1[d]:.2f}" if d in f1 else "–" for d in DOMAINS]
-      lines.append(f"| {label} (MiniLM-L6, ours), seed {seed}: {len(f1)} of {len(DOMAINS)} folds so far | "
+      lines.append(f"| {label} ({encoder}, ours), seed {seed}: {len(f1)} of {len(DOMAINS)} folds so far | "
                    + " | ".join(cells) + f" | – | – | {seeds[seed][1]:.0f} so far |")
   for label, values in PAPER_SNIPS.items():
     lines.append(f"| {label} (BERT-base, paper) | " + " | ".join(f"{v:.2f}" for v in values) + " | | |")
@@ -194,7 +218,7 @@ def clinc_table(rows: dict) -> list[str]:
 
 def write_table() -> None:
   rows = {r["name"]: r for r in load_rows(ROWS)}  # the latest row of each run
-  lines = ["# Retriever on MiniLM-L6 (CPU)", "",
+  lines = ["# Retriever on MiniLM-L6 and MPNet-base (CPU)", "",
            "Generated by `python bench/retriever.py` from `bench/results/retriever.jsonl` (one JSON row per run "
            "with its exact command). Per-fold details (thresholds chosen, best step, timings) are in "
            "each run's `fold<k>/results.json`.", ""]
@@ -213,6 +237,9 @@ def main() -> None:
                       help=f"only these SNIPS rows (of {', '.join(SNIPS)})")
   parser.add_argument("--folds", type=lambda v: [int(x) for x in v.split(",")], default=None,
                       help="SNIPS folds (1-7) to run, each as its own run and row; default: all seven in one run")
+  parser.add_argument("--model", default=DEFAULT_MODEL, choices=tuple(MODELS),
+                      help="the encoder of the SNIPS rows (mpnet-base: the papers' model size; its rows are named "
+                      "<row>-mpnet-base)")
   parser.add_argument("--clinc-steps", type=int, default=10, help="training steps of the CLINC runs")
   parser.add_argument("--clinc-runs", type=int, default=3, help="how many of the CLINC runs (frz, pretrain, "
                       "finetune) to make")
