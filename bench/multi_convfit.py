@@ -18,14 +18,12 @@ import argparse
 import pathlib
 import statistics
 
-from runner import REPO, RESULTS, finish_table, load_rows, mean_std, run_main
+from runner import (DEFAULT_ENCODER, ENCODERS, REPO, RESULTS, encoder_row_name, finish_table, load_rows, mean_std,
+                    run_main)
 
 ROWS = RESULTS / "multi_convfit.jsonl"
 DATASETS = {"banking": "nlupp_banking", "hotels": "nlupp_hotels", "mixatis": "mixatis"}
 MODES = {"none": "{model} + MLP (untouched)", "fft": "{model} +C-FFT + MLP", "adapter": "{model} +C-ADAPT + MLP"}
-# The encoders (``--model``): MiniLM-L6 ships; MPNet-base is the papers' model size (bench/models.py).
-MODELS = {"minilm-l6": "MiniLM-L6", "mpnet-base": "MPNet-base"}
-DEFAULT_MODEL = "minilm-l6"
 # The MLP's dropout site (``heads.mlp.DROPOUT_SITES``): rows before 2026-12-06 dropped the hidden activations (their
 # results.json has no ``mlp_dropout_site``); Casanueva et al.'s released MLP, shipped since, drops the hidden
 # layer's inputs. Rows of the two are kept apart; the older are labelled.
@@ -52,17 +50,16 @@ PAPER = {"MLM12 + MLP (paper)": {"banking": (70.8, 31.2), "hotels": (64.2, 46.0)
          "MPNET +C-FFT + MLP (paper)": {"banking": (81.9, 49.1), "hotels": (70.2, 51.1), "mixatis": (76.5, 51.4)}}
 
 
-def run_name(dataset: str, mode: str, regime: str, fold: int | None, model: str = DEFAULT_MODEL) -> str:
-  return (f"{dataset}-{regime}-{mode}" + (f"-fold{fold}" if fold is not None else "")
-          + ("" if model == DEFAULT_MODEL else f"-{model}"))
+def run_name(dataset: str, mode: str, regime: str, fold: int | None, model: str = DEFAULT_ENCODER) -> str:
+  return encoder_row_name(f"{dataset}-{regime}-{mode}" + (f"-fold{fold}" if fold is not None else ""), model)
 
 
 def run(dataset: str, mode: str, regime: str, fold: int | None, seed: int, runs_dir: pathlib.Path, extra=(),
-        model: str = DEFAULT_MODEL):
+        model: str = DEFAULT_ENCODER):
   name = run_name(dataset, mode, regime, fold, model)
   args = [f"--config=configs/multi_convfit_{DATASETS[dataset]}.py:{regime},{mode}", f"--config.seed={seed}",
           *([f"--config.data.fold={fold}"] if fold is not None else []),
-          *([] if model == DEFAULT_MODEL else [f"--config.model.name={model}"]), *extra]
+          *([] if model == DEFAULT_ENCODER else [f"--config.model.name={model}"]), *extra]
   row = run_main(name, seed, args, runs_dir / f"{name}-seed{seed}", ROWS)
   if row:
     r = row["results"]
@@ -78,7 +75,7 @@ def write_table() -> None:
     dataset = "mixatis" if res["dataset"] == "mixatis" else res["domain"]
     mode = res["variant"].split(" + ")[0].split(" +C-")[-1].lower() if "+C-" in res["variant"] else "none"
     mode = {"fft": "fft", "adapt": "adapter"}.get(mode, "none")
-    groups.setdefault((dataset, res["regime"], mode, res.get("model", DEFAULT_MODEL), vintage(res, mode)),
+    groups.setdefault((dataset, res["regime"], mode, res.get("model", DEFAULT_ENCODER), vintage(res, mode)),
                       []).append(r)
   regimes = sorted({k[1] for k in groups}) or ["low"]
   lines = ["# Multi-ConvFiT on MiniLM-L6 (CPU; MPNet-base rows where run)", "",
@@ -92,9 +89,9 @@ def write_table() -> None:
     lines += ["", f"## {regime}-data", "",
               "| model | " + " | ".join(f"{d} F1 / Acc (n)" for d in DATASETS) + " | time (spec / clf / wall, s) |",
               "| --- |" + " ---: |" * len(DATASETS) + " --- |"]
-    for (mode, label), model, age in ((m, model, age) for model in MODELS for age in VINTAGES
+    for (mode, label), model, age in ((m, model, age) for model in ENCODERS for age in VINTAGES
                                       for m in MODES.items()):
-      label = label.format(model=MODELS[model]) + age
+      label = label.format(model=ENCODERS[model]) + age
       cells, times = [], []
       for dataset in DATASETS:
         runs = groups.get((dataset, regime, mode, model, age), [])
@@ -129,7 +126,7 @@ def main() -> None:
   parser.add_argument("--regime", default="low", choices=("low", "high"))
   parser.add_argument("--seeds", default="0")
   parser.add_argument("--runs-dir", default=str(REPO / "runs" / "bench_multi_convfit"))
-  parser.add_argument("--model", default=DEFAULT_MODEL, choices=tuple(MODELS),
+  parser.add_argument("--model", default=DEFAULT_ENCODER, choices=tuple(ENCODERS),
                       help="the encoder (mpnet-base: the papers' model size; its rows are named -mpnet-base)")
   parser.add_argument("--extra", action="append", default=[], help="extra --config.* override for every run")
   parser.add_argument("--table", action="store_true", help="only rewrite the Markdown table")

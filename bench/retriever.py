@@ -30,24 +30,23 @@ import argparse
 import pathlib
 import statistics
 
-from runner import REPO, RESULTS, finish_table, load_rows, run_main
+from runner import DEFAULT_ENCODER, ENCODERS, REPO, RESULTS, encoder_row_name, finish_table, load_rows, run_main
 
 ROWS = RESULTS / "retriever.jsonl"
-# The encoders (``--model``): MiniLM-L6 ships; MPNet-base is the papers' model size (bench/models.py). A model's
-# SNIPS rows are named ``<row>-<model>`` (the default model's: ``<row>``) and run with its overrides. MPNet-base:
+# Each encoder's overrides (``--model``; runner.ENCODERS names them and its encoder_row_name the rows: ``<row>`` for
+# the default, ``<row>-<model>`` for another). MPNet-base:
 # span vectors from its layer MPNET_LAYER, chosen on fold 1's development domain (PlayMusic) with the untouched
 # encoder over layers 3, 4, 6, 8, 12 (retriever_notes.md), as MiniLM's layer 3 was on fold 1's development domain;
 # embeddings + half the cut frozen in training (the MPNet general span encoder's 3 of 6), the items' utterances
 # packed several to a row (``train.packing``: the padded rows' loss, ~2x faster a step on MPNet; MiniLM's rows ran
 # padded), and in the per-episode encoder learner only the cut's top layer learns (as on MiniLM: layer 2 of 3).
 MPNET_LAYER = 6
-MODELS = {"minilm-l6": ("MiniLM-L6", ()),
-          "mpnet-base": ("MPNet-base", ("--config.model.name=mpnet-base",
-                                        f"--config.retriever.encoder_layers={MPNET_LAYER}",
-                                        f"--config.train.frozen_prefix_layers={MPNET_LAYER // 2}",
-                                        "--config.train.packing=True",
-                                        f"--config.retriever.support_frozen_layers={MPNET_LAYER - 1}"))}
-DEFAULT_MODEL = "minilm-l6"
+MODEL_OVERRIDES = {"minilm-l6": (),
+                   "mpnet-base": ("--config.model.name=mpnet-base",
+                                  f"--config.retriever.encoder_layers={MPNET_LAYER}",
+                                  f"--config.train.frozen_prefix_layers={MPNET_LAYER // 2}",
+                                  "--config.train.packing=True",
+                                  f"--config.retriever.support_frozen_layers={MPNET_LAYER - 1}")}
 DOMAINS = ("GetWeather", "PlayMusic", "AddToPlaylist", "RateBook", "SearchScreeningEvent", "BookRestaurant",
            "SearchCreativeWork")
 # name -> (variant of configs/retriever_snips.py, label, seeds run by default)
@@ -79,21 +78,16 @@ ABLATIONS = {
 ABLATION_ROWS = RESULTS / "retriever_ablations.jsonl"
 
 
-def row_name(name: str, model: str) -> str:
-  """A SNIPS row's name in retriever.jsonl: the default model's rows keep the bare name."""
-  return name if model == DEFAULT_MODEL else f"{name}-{model}"
-
-
 def run_snips(args, runs_dir: pathlib.Path) -> None:
   done = {(r["name"], r["seed"], f["test_domain"]) for r in load_rows(ROWS) for f in r["results"].get("folds", [])}
   for bare, (variant, _, seeds) in SNIPS.items():
     if args.only and bare not in args.only:
       continue
-    name = row_name(bare, args.model)
+    name = encoder_row_name(bare, args.model)
     chosen = bare == "snips" or bare in args.only  # --seeds applies to the default row or the rows named
     for seed in (args.seeds if chosen and args.seeds is not None else seeds):
-      command = [f"--config=configs/retriever_snips.py:{variant}", f"--config.seed={seed}", *MODELS[args.model][1],
-                 *args.extra]
+      command = [f"--config=configs/retriever_snips.py:{variant}", f"--config.seed={seed}",
+                 *MODEL_OVERRIDES[args.model], *args.extra]
       for fold in args.folds or [None]:
         if all((name, seed, domain) in done for domain in (DOMAINS if fold is None else DOMAINS[fold - 1:fold])):
           continue  # already rows (from a whole run or fold runs), on this machine or another
@@ -125,24 +119,24 @@ def snips_table(rows: list[dict]) -> list[str]:
            "100 episodes. Ours: mean over seeds (± std of the average over seeds where several ran).", "",
            "| model | " + " | ".join(abbreviations) + " | Average F1 | seeds | wall (s) per seed |",
            "|---|" + "---:|" * 10]
-  for (bare, (_, label, _)), model in ((row, model) for model in MODELS for row in SNIPS.items()):
-    seeds = seed_folds([r for r in rows if r["name"] == row_name(bare, model)])
-    if not seeds:
-      continue
-    encoder = MODELS[model][0]
-    whole = {seed: f1 for seed, (f1, _) in seeds.items() if len(f1) == len(DOMAINS)}
-    partial = {seed: f1 for seed, (f1, _) in seeds.items() if seed not in whole}
-    if whole:
-      cells = [f"{statistics.mean(f1[d] for f1 in whole.values()):.2f}" for d in DOMAINS]
-      averages = [statistics.mean(f1.values()) for f1 in whole.values()]
-      spread = f" ± {statistics.stdev(averages):.2f}" if len(averages) > 1 else ""
-      walls = " / ".join(f"{seeds[s][1]:.0f}" for s in whole)
-      lines.append(f"| {label} ({encoder}, ours) | " + " | ".join(cells)
-                   + f" | {statistics.mean(averages):.2f}{spread} | {len(whole)} | {walls} |")
-    for seed, f1 in partial.items():
-      cells = [f"{f1[d]:.2f}" if d in f1 else "–" for d in DOMAINS]
-      lines.append(f"| {label} ({encoder}, ours), seed {seed}: {len(f1)} of {len(DOMAINS)} folds so far | "
-                   + " | ".join(cells) + f" | – | – | {seeds[seed][1]:.0f} so far |")
+  for model, encoder in ENCODERS.items():
+    for bare, (_, label, _) in SNIPS.items():
+      seeds = seed_folds([r for r in rows if r["name"] == encoder_row_name(bare, model)])
+      if not seeds:
+        continue
+      whole = {seed: f1 for seed, (f1, _) in seeds.items() if len(f1) == len(DOMAINS)}
+      partial = {seed: f1 for seed, (f1, _) in seeds.items() if seed not in whole}
+      if whole:
+        cells = [f"{statistics.mean(f1[d] for f1 in whole.values()):.2f}" for d in DOMAINS]
+        averages = [statistics.mean(f1.values()) for f1 in whole.values()]
+        spread = f" ± {statistics.stdev(averages):.2f}" if len(averages) > 1 else ""
+        walls = " / ".join(f"{seeds[s][1]:.0f}" for s in whole)
+        lines.append(f"| {label} ({encoder}, ours) | " + " | ".join(cells)
+                     + f" | {statistics.mean(averages):.2f}{spread} | {len(whole)} | {walls} |")
+      for seed, f1 in partial.items():
+        cells = [f"{f1[d]:.2f}" if d in f1 else "–" for d in DOMAINS]
+        lines.append(f"| {label} ({encoder}, ours), seed {seed}: {len(f1)} of {len(DOMAINS)} folds so far | "
+                     + " | ".join(cells) + f" | – | – | {seeds[seed][1]:.0f} so far |")
   for label, values in PAPER_SNIPS.items():
     lines.append(f"| {label} (BERT-base, paper) | " + " | ".join(f"{v:.2f}" for v in values) + " | | |")
   return lines
@@ -166,7 +160,8 @@ def ablation_table() -> list[str]:
            "Fold 1: trained on the five source domains, development F1 on all 100 PlayMusic episodes (fold1_valid) "
            "at the kept step and threshold; `python bench/retriever.py --ablate NAME ...`. Test F1 is not shown: "
            "choices are made on development data.", "",
-           "| ablation | what changes | development F1 | best step | threshold | wall (s) |", "|---|---|---:|---:|---:|---:|"]
+           "| ablation | what changes | development F1 | best step | threshold | wall (s) |",
+           "|---|---|---:|---:|---:|---:|"]
   for name, (what, _) in ABLATIONS.items():
     row = rows.get(name)
     if row:
@@ -237,7 +232,7 @@ def main() -> None:
                       help=f"only these SNIPS rows (of {', '.join(SNIPS)})")
   parser.add_argument("--folds", type=lambda v: [int(x) for x in v.split(",")], default=None,
                       help="SNIPS folds (1-7) to run, each as its own run and row; default: all seven in one run")
-  parser.add_argument("--model", default=DEFAULT_MODEL, choices=tuple(MODELS),
+  parser.add_argument("--model", default=DEFAULT_ENCODER, choices=tuple(ENCODERS),
                       help="the encoder of the SNIPS rows (mpnet-base: the papers' model size; its rows are named "
                       "<row>-mpnet-base)")
   parser.add_argument("--clinc-steps", type=int, default=10, help="training steps of the CLINC runs")

@@ -20,7 +20,15 @@ from typing import Callable, Sequence
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
+# The encoders a method benchmark runs (``--model``): MiniLM-L6 ships; MPNet-base is the papers' model size
+# (bench/models.py). Each script keeps its own overrides per encoder; rows of a non-default encoder carry its name.
+ENCODERS = {"minilm-l6": "MiniLM-L6", "mpnet-base": "MPNet-base"}
+DEFAULT_ENCODER = "minilm-l6"
 
+
+def encoder_row_name(name: str, model: str) -> str:
+  """A row's name for ``model``: the default encoder's rows keep the bare name, another's end in ``-<model>``."""
+  return name if model == DEFAULT_ENCODER else f"{name}-{model}"
 
 
 def rerun_command(script: str) -> str:

@@ -7,7 +7,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "bench"))  # bench scripts import their siblings
 
-from bench import retriever  # noqa: E402
+from bench import retriever, runner  # noqa: E402
 
 
 def _fold_row(name: str, seed: int, domain: str, f1: float) -> dict:
@@ -15,8 +15,8 @@ def _fold_row(name: str, seed: int, domain: str, f1: float) -> dict:
 
 
 def test_each_models_rows_are_named_and_labelled_apart():
-  assert retriever.row_name("snips-frz", retriever.DEFAULT_MODEL) == "snips-frz"
-  assert retriever.row_name("snips-frz", "mpnet-base") == "snips-frz-mpnet-base"
+  assert runner.encoder_row_name("snips-frz", runner.DEFAULT_ENCODER) == "snips-frz"
+  assert runner.encoder_row_name("snips-frz", "mpnet-base") == "snips-frz-mpnet-base"
   whole = [_fold_row("snips-frz", 0, domain, 50.0) for domain in retriever.DOMAINS]
   partial = [_fold_row("snips-frz-mpnet-base", 0, domain, 60.0 + i) for i, domain in enumerate(retriever.DOMAINS[:2])]
   lines = retriever.snips_table(whole + partial)
@@ -27,6 +27,6 @@ def test_each_models_rows_are_named_and_labelled_apart():
 
 
 def test_the_mpnet_overrides_name_the_model_and_a_layer_inside_it():
-  label, overrides = retriever.MODELS["mpnet-base"]
-  assert label == "MPNet-base" and "--config.model.name=mpnet-base" in overrides
+  overrides = retriever.MODEL_OVERRIDES["mpnet-base"]
+  assert set(retriever.MODEL_OVERRIDES) == set(runner.ENCODERS) and "--config.model.name=mpnet-base" in overrides
   assert 0 < retriever.MPNET_LAYER <= 12 and f"--config.retriever.encoder_layers={retriever.MPNET_LAYER}" in overrides
