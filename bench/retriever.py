@@ -18,6 +18,8 @@ evaluation protocol, a CPU training budget (its docstring says how training diff
   python bench/retriever.py --part snips --only snips-tuned-encoder --seeds 0 --folds 5,6,7   # a fold per run
   python bench/retriever.py --part none --ablate no-negatives,dot   # development-data ablations on fold 1
   python bench/retriever.py --part snips --only snips-frz --model mpnet-base   # the papers' model size
+  python bench/retriever.py --part snips --only snips-frz-support-threshold --model mpnet-base   # thresholds
+      # from each episode's own support set (leave-one-out) instead of the development domain's
 
 With ``--folds`` every fold is its own run and row (``<row>-<seed>-fold<k>``), so a long row lands fold by fold
 and a later session (another machine) goes on from the folds already in ``retriever.jsonl``; the table merges a
@@ -54,6 +56,10 @@ SNIPS = {"snips": ("retriever", "Retriever", (0, 1, 2)),
          "snips-tuned": ("tuned", "Retriever, support learnt per episode", (0, 1, 2)),
          # not in the default plan (no seeds): ~12 s per episode on this CPU, ~5.6 h per seed (retriever_notes.md)
          "snips-tuned-encoder": ("tuned_encoder", "Retriever, encoder layer 2 learnt per episode", ()),
+         # each episode at the threshold its own support prefers (leave-one-out), not the development domain's
+         "snips-support-threshold": ("support_threshold", "Retriever, thresholds from each episode's support", ()),
+         "snips-frz-support-threshold": ("support_threshold_frz",
+                                         "Retriever^frz, thresholds from each episode's support", (0,)),
          "snips-frz": ("frz", "Retriever^frz", (0,)),
          "snips-paper-frz": ("paper_frz", "Retriever^frz, top layer, grid 0.85-0.95 (App. A.1)", (0,)),
          "snips-proto": ("proto", "Proto", (0,))}

@@ -28,6 +28,11 @@ Variants (``configs/retriever_snips.py:<variant>``):
     learner, ``slots.modes``; its layer 2 only, lr 3e-4, chosen on fold 1's development domain over layers 1-2
     at the joint model's 1e-4: development F1 73.57 vs 73.25 at 100 steps, half the cost a step;
     bench/results/retriever_notes.md),
+    ``support_threshold`` / ``support_threshold_frz`` (the default / the untouched encoder, each episode decoded at
+    the threshold its own support set prefers: its utterances decoded leave-one-out from the others over the grid,
+    ``methods.retriever.slots.support_threshold``; not in the paper, whose threshold is the development domain's,
+    one per fold: a domain's best threshold moves with its slots, 0.475 on SearchCreativeWork but ~0.7 on
+    BookRestaurant for MPNet-base: bench/results/retriever_notes.md; the development domain still picks the step),
     ``proto`` / ``proto_frz`` (Proto: mean reduction, Eq. 3, and prototype retrieval);
   * ``paper``: App. A.1's training as written (the whole encoder, dot-product batch softmax without non-slot
     spans, lr 2e-5, one epoch of per-label batches, development F1 every 100 steps, grid 0.85-0.95): hours on a
@@ -39,7 +44,8 @@ import ml_collections
 
 from fewshot_nlu.defaults import retriever_base
 
-VARIANTS = ("retriever", "tuned", "tuned_encoder", "frz", "proto", "proto_frz", "paper", "paper_frz")
+VARIANTS = ("retriever", "tuned", "tuned_encoder", "frz", "support_threshold", "support_threshold_frz", "proto",
+            "proto_frz", "paper", "paper_frz")
 
 
 def get_config(variant: str = "retriever") -> ml_collections.ConfigDict:
@@ -74,6 +80,8 @@ def get_config(variant: str = "retriever") -> ml_collections.ConfigDict:
   r.support_mode = "metric"  # what learns the support set: "metric" (a span metric W) | "encoder" (its layers)
   r.support_learning_rate = 1e-3
   r.support_frozen_layers = 1  # mode "encoder": embeddings + this many layers frozen while it learns (-1: none)
+  r.episode_threshold = "development"  # an episode's threshold: the development domain's best (the paper: one per
+  # fold) | "support": its own support set's, by leave-one-out decoding of its utterances (retrieval alone)
   r.dev_episodes = 0  # 0 = all 100 (fewer only for quick experiments; never for reported rows)
   r.test_episodes = 0  # 0 = all 100
 
@@ -91,6 +99,8 @@ def get_config(variant: str = "retriever") -> ml_collections.ConfigDict:
     r.support_mode = "encoder"  # the joint NLU model's preferred learner; its top layer only (layer 2 of the
     # cut), at 3x the joint model's rate: chosen on fold 1's development domain (the docstring)
     r.support_frozen_layers, r.support_learning_rate = 2, 3e-4
+  if variant.startswith("support_threshold"):
+    r.episode_threshold = "support"
   if "proto" in variant:
     r.reduction, r.inference = "mean", "prototype"
   if "frz" in variant:

@@ -7,15 +7,17 @@ For each fold k in ``data.folds`` (test domain = fold k's, development domain = 
      ``retriever.per_label_batch`` spans per label, lr 2e-5 with 10% warm-up; early stopping on the
      development domain's F1 (``retriever.dev_episodes`` episodes of ``fold{k}_valid``, best threshold).
   2. Choose the domain's threshold on the development domain by grid search over ``retriever.thresholds``
-     (App. A.1: [0.85, 0.97] in steps of 0.05; the config's grid is wider, see its docstring).
+     (App. A.1: [0.85, 0.97] in steps of 0.05; the config's grid is wider, see its docstring). With
+     ``retriever.episode_threshold = "support"``: each episode's own threshold from its support set instead
+     (``support_threshold``).
   3. Test on ``retriever.test_episodes`` episodes of ``fold{k}_test`` (0 = all 100): per episode, the support
      set's labelled spans are indexed and every query utterance decoded (``models.span_retrieval.SlotRetriever``,
      ``decoding``); F1 per episode (conlleval-style, ``evaluation.span_f1``), averaged over episodes.
 
 ``retriever.encoder_layers`` > 0 cuts the encoder after that many layers before anything runs (span vectors
 from that layer; training, evaluation and the export use the cut model). Evaluation encodes each distinct
-utterance of a domain's episodes once (``models.span_retrieval.SpanEncoder``), so all 100 development episodes cost about as
-much as one pass over the domain's ~1,300 utterances.
+utterance of a domain's episodes once (``models.span_retrieval.SpanEncoder``), so all 100 development episodes
+cost about as much as one pass over the domain's ~1,300 utterances.
 
 Writes ``fold{k}/`` (checkpoints, ``best/``, ``results.json``, ``predictions.tsv``, ``export/``) per fold, then
 ``results.json`` and ``results.md`` (per-domain and average F1, Table 2's layout) in the workdir, and prints
@@ -58,6 +60,9 @@ from fewshot_nlu.methods import span_training
 
 log = logging.getLogger(__name__)
 
+# where an episode's decoding threshold comes from (``retriever.episode_threshold``): the development domain's best
+# (the paper's: one per fold) or the episode's own support set (``support_threshold``)
+EPISODE_THRESHOLDS = ("development", "support")
 # Table 2's column order and abbreviations (Hou et al. name FindScreeningEvent "SearchScreeningEvent").
 DOMAIN_ABBREVIATIONS = {"GetWeather": "GW", "PlayMusic": "PM", "AddToPlaylist": "ATP", "RateBook": "RB",
                         "SearchScreeningEvent": "FSE", "BookRestaurant": "BR", "SearchCreativeWork": "SCW"}
@@ -80,6 +85,10 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if r.support_frozen_layers < -1:
     raise config_checks.ConfigError(f"config.retriever.support_frozen_layers: {r.support_frozen_layers} must be -1 "
                                     "(none frozen) or >= 0")
+  config_checks.require_choice(config, "retriever.episode_threshold", EPISODE_THRESHOLDS)
+  if r.episode_threshold == "support" and tuple(r.support_steps) != (0,):
+    raise config_checks.ConfigError("config.retriever.episode_threshold: 'support' only with retrieval alone "
+                                    f"(support_steps (0,)), not {tuple(r.support_steps)}")
   if not r.thresholds or any(not 0 <= t <= 1 for t in r.thresholds):
     raise config_checks.ConfigError(f"config.retriever.thresholds: {tuple(r.thresholds)} must be values in [0, 1]")
   if not 0 <= r.merge_threshold <= 1:
@@ -118,6 +127,40 @@ def episode_f1(retriever: SlotRetriever, episodes: list[dict], thresholds, decod
           predictions.append((e, " ".join(q["tokens"]), " ".join(q["tags"]), " ".join(predicted), " | ".join(shown)))
     scores[e] = [c.f1 for c in counts]
   return scores
+
+
+def support_threshold(retriever: SlotRetriever, support: list[dict], thresholds, decoding: dict) -> float:
+  """The threshold an episode's own support set prefers: each support utterance decoded from the others
+  (leave-one-out) at every threshold of the grid, the spans pooled over utterances, the best F1's threshold (ties:
+  the lower median of the tied ones). Not in the paper (one threshold per fold, from the development domain):
+  the joint NLU model picks its threshold the same way, from the user's examples (``methods.nlu.train.select``).
+  Leaves ``retriever`` indexing the last leave-one-out support: ``set_support`` before decoding with it."""
+  counts = [SpanCounts() for _ in thresholds]
+  for i, held in enumerate(support):
+    others = support[:i] + support[i + 1:]
+    if not any(t != "O" for u in others for t in u["tags"]):
+      continue  # no labelled span to retrieve from
+    retriever.set_support(others)
+    row = retriever.candidates([held["tokens"]])[0]
+    for t, spans in enumerate(decode_sweep([c for c, _ in row], thresholds, **decoding)):
+      counts[t].add(held["tags"], to_bio(spans, len(held["tokens"])))
+  f1 = np.array([c.f1 for c in counts])
+  tied = np.flatnonzero(f1 == f1.max())
+  return float(thresholds[int(tied[(len(tied) - 1) // 2])])
+
+
+def support_threshold_f1(retriever: SlotRetriever, episodes: list[dict], thresholds, decoding: dict, *,
+                         predictions: list | None = None, desc: str = "episodes") -> tuple[np.ndarray, np.ndarray]:
+  """Per episode, its F1 at the threshold its own support set prefers (``support_threshold``), and that
+  threshold. ``predictions``: as ``episode_f1``'s, each episode's at its threshold."""
+  f1, chosen = np.zeros(len(episodes)), np.zeros(len(episodes))
+  for e, episode in enumerate(console.bar(episodes, desc=desc, unit="episode", leave=False)):
+    chosen[e] = support_threshold(retriever, episode["support"], thresholds, decoding)
+    rows: list | None = [] if predictions is not None else None
+    f1[e] = episode_f1(retriever, [episode], [chosen[e]], decoding, predictions=rows, desc="")[0, 0]
+    if predictions is not None:
+      predictions.extend((e, *row[1:]) for row in rows)  # episode_f1 numbers its one episode 0
+  return f1, chosen
 
 
 def tuned_episode_f1(encoder: SpanEncoder, episodes: list[dict], steps: Sequence[int], thresholds, decoding: dict,
@@ -205,6 +248,10 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
     return None if workdirs.is_remote(workdir) else pathlib.Path(workdir) / name
 
   def dev_evaluation(params) -> tuple[float, dict]:
+    if r.episode_threshold == "support":
+      f1, chosen = support_threshold_f1(slot_retriever(params), dev, r.thresholds, decoding,
+                                        desc="dev episodes (thresholds from their supports)")
+      return float(f1.mean()), {"dev_thresholds": chosen.tolist()}
     per_threshold = dev_f1(params)
     return float(per_threshold.max()), {"dev_f1_by_threshold": per_threshold.tolist()}
 
@@ -225,7 +272,15 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
   start = time.perf_counter()
   predictions: list = []
   tuning = support_tuning(config)
-  if tuple(r.support_steps) == (0,):  # retrieval alone (the paper's inference)
+  if r.episode_threshold == "support":  # retrieval alone, each episode at its support's own threshold
+    if not r.train:  # the untouched encoder's development F1 (the trained one's was measured when it was kept)
+      results.update(dev_f1=round(dev_evaluation(params)[0], 2))
+    f1, chosen = support_threshold_f1(slot_retriever(params), test, r.thresholds, decoding, predictions=predictions,
+                                      desc=f"test episodes ({domain}, thresholds from their supports)")
+    results.update(test_thresholds={"median": float(np.median(chosen)), "min": float(chosen.min()),
+                                    "max": float(chosen.max())})
+    threshold, steps = support_threshold(slot_retriever(params), test[0]["support"], r.thresholds, decoding), 0
+  elif tuple(r.support_steps) == (0,):  # retrieval alone (the paper's inference)
     # the kept encoder's development F1 was measured when it was kept; the untouched one's is measured here
     per_threshold = np.array(best_f1) if best_f1 else dev_f1(params)
     threshold, steps = float(r.thresholds[int(np.argmax(per_threshold))]), 0
@@ -252,7 +307,9 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
   if jax.process_index() == 0:
     tsv.write_tsv(workdir / "predictions.tsv", ("episode", "utterance", "gold", "predicted",
                                                 "predicted_slots [label score <- retrieved span]"), predictions)
-    notes = {"threshold": f"best development F1 on {results['dev_domain']} (fold{fold}_valid)",
+    notes = {"threshold": (f"best development F1 on {results['dev_domain']} (fold{fold}_valid)"
+                           if r.episode_threshold == "development" else
+                           "the support set's own: leave-one-out decoding of its utterances (support_threshold)"),
              "support": f"the support set of test episode 0 of fold{fold}_test ({domain})"}
     if steps:
       notes["encoder"] = f"learnt that support set for {steps} steps (retriever.support_steps, chosen on development)"

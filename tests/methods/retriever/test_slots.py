@@ -112,3 +112,63 @@ def test_an_interrupted_learnt_support_evaluation_resumes_from_its_journal(tiny_
   learnt.clear()
   run((0, 1), journal=journal)  # another step grid: nothing in the journal is its
   assert len(learnt) == 3
+
+
+class _ScriptedRetriever:
+  """Answers each held-out utterance with the candidates scripted for it (what ``support_threshold`` asks)."""
+
+  def __init__(self, scripted: dict):
+    self.scripted, self.supports = scripted, []
+
+  def set_support(self, utterances):
+    self.supports.append(len(utterances))
+
+  def candidates(self, word_lists):
+    return [[(c, {}) for c in self.scripted[" ".join(words)]] for words in word_lists]
+
+
+def test_an_episodes_threshold_is_its_supports_best_left_one_out_and_the_lower_median_of_ties():
+  """Each support utterance decoded from the others at every threshold, pooled: its gold span scores 0.8 and a
+  wrong span 0.5, so 0.4 keeps both (F1 2/3) and 0.6 / 0.7 / 0.95 (lowered to 0.8 by the dynamic threshold) keep
+  the gold alone (F1 1): the lower median of the tied, 0.7. An utterance whose others hold no label is skipped."""
+  from fewshot_nlu.methods.retriever import slots
+  from fewshot_nlu.models.span_decoding import Candidate
+
+  def utterance(words, tags):
+    return {"tokens": words.split(), "tags": tags.split()}
+
+  support = [utterance("play jazz now", "O B-genre O"), utterance("play rock now", "O B-genre O"),
+             utterance("hello there", "O O")]
+  scripted = {"play jazz now": [Candidate(1, 2, "genre", 0.8), Candidate(2, 3, "genre", 0.5)],
+              "play rock now": [Candidate(1, 2, "genre", 0.8), Candidate(0, 1, "genre", 0.5)],
+              "hello there": []}
+  retriever = _ScriptedRetriever(scripted)
+  threshold = slots.support_threshold(retriever, support, (0.4, 0.6, 0.7, 0.95), slots._decoding(_config()))
+  assert threshold == 0.7
+  assert retriever.supports == [2, 2, 2]  # every utterance left out once, each time from the other two
+  alone = _ScriptedRetriever(scripted)
+  slots.support_threshold(alone, support[:1] + support[2:], (0.4, 0.6), slots._decoding(_config()))
+  assert alone.supports == [1]  # leaving out the only labelled utterance leaves nothing to retrieve from
+
+
+def test_support_thresholds_end_to_end_and_refused_with_learnt_supports(tiny_bert_dir, tmp_path):
+  """``retriever.episode_threshold = "support"`` (``support_threshold_frz``): every test episode decoded at its
+  own support's threshold (recorded), the export at test episode 0's; with learnt support sets it is refused."""
+  from fewshot_nlu import config_checks
+  from fewshot_nlu import main as main_lib
+  from fewshot_nlu.methods.retriever import slots
+  from fewshot_nlu.models.slot_filler import SlotFillerModel
+  config = _toy_fold_config(tiny_bert_dir, tmp_path, fold=3, devices=1)
+  config.retriever.train, config.retriever.episode_threshold = False, "support"
+  main_lib.run(config, tmp_path / "run")
+  fold = json.loads((tmp_path / "run" / "fold3" / "results.json").read_text())
+  grid = config.retriever.thresholds
+  assert fold["threshold"] in grid and "dev_f1" in fold
+  assert min(grid) <= fold["test_thresholds"]["min"] <= fold["test_thresholds"]["median"] <= max(grid)
+  export = SlotFillerModel.load(tmp_path / "run" / "fold3" / "export")
+  assert export.threshold == fold["threshold"] and "leave-one-out" in export.notes["threshold"]
+  lines = (tmp_path / "run" / "fold3" / "predictions.tsv").read_text().splitlines()
+  assert len(lines) == 1 + 2 * 3 and [line.split("\t")[0] for line in lines[1:]] == ["0"] * 3 + ["1"] * 3
+  config.retriever.support_steps = (0, 2)
+  with pytest.raises(config_checks.ConfigError, match="'support' only with retrieval alone"):
+    slots.validate(config)
