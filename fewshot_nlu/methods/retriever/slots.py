@@ -279,7 +279,7 @@ def run_fold(config, workdir: pathlib.Path, fold: int, model: pretrained.Pretrai
                                       desc=f"test episodes ({domain}, thresholds from their supports)")
     results.update(test_thresholds={"median": float(np.median(chosen)), "min": float(chosen.min()),
                                     "max": float(chosen.max())})
-    threshold, steps = support_threshold(slot_retriever(params), test[0]["support"], r.thresholds, decoding), 0
+    threshold, steps = float(chosen[0]), 0  # the export's support is test episode 0's
   elif tuple(r.support_steps) == (0,):  # retrieval alone (the paper's inference)
     # the kept encoder's development F1 was measured when it was kept; the untouched one's is measured here
     per_threshold = np.array(best_f1) if best_f1 else dev_f1(params)
